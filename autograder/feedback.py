@@ -1,0 +1,67 @@
+"""What a student reads about a graded notebook.
+
+`HideHiddenTests` is an nbgrader preprocessor (see nbgrader_config.py) for
+generate_feedback: it removes the hidden test code from the check cells,
+reduces every error in them to one line (no traceback through hidden code)
+and puts a table of the checks, their points and the reason for each failure
+at the top of the feedback.
+"""
+
+from nbformat.v4 import new_markdown_cell
+from nbgrader import utils
+from nbgrader.preprocessors import ClearHiddenTests
+
+
+def failure_message(error_output):
+    """One sentence from the error output of a check cell."""
+    name, value = error_output.ename, str(error_output.evalue).strip()
+    if name == "CheckFailed":
+        return value
+    if name == "CellTimeoutError":
+        return "the cell ran too long and was stopped (an endless loop?)"
+    if name == "NotImplementedError" and not value:
+        return "not implemented yet (the function still raises NotImplementedError)"
+    return f"{name}: {value.splitlines()[0]}" if value else name
+
+
+def cell_message(cell):
+    """Why a check cell lost its points ("" when nothing in its output says so)."""
+    for output in cell.get("outputs", []):
+        if output.output_type == "error":
+            return failure_message(output)
+        if output.output_type == "stream" and output.name == "stderr":
+            text = output.text.strip()
+            return f"the cell wrote to stderr: {text.splitlines()[0] if text else ''}"
+    return ""
+
+
+class HideHiddenTests(ClearHiddenTests):
+    """Feedback without hidden tests, with a summary of the checks on top."""
+
+    def preprocess(self, nb, resources):
+        nb, resources = super().preprocess(nb, resources)
+        rows = []
+        for cell in nb.cells:
+            if cell.cell_type == "code" and utils.is_grade(cell):
+                meta = cell.metadata.nbgrader
+                score, points = float(meta.get("score") or 0), float(meta["points"])
+                reason = cell_message(cell) if score < points else ""
+                rows.append(f"| `{meta['grade_id']}` | {score:g} / {points:g} | "
+                            f"{_escape(reason) or '✓'} |")
+        total = resources.get("nbgrader", {})
+        summary = [f"## Your checks: {total.get('score', 0):g} / {total.get('max_score', 0):g}",
+                   "", "| check | points | why points were lost |", "|---|---|---|", *rows]
+        nb.cells.insert(0, new_markdown_cell("\n".join(summary)))
+        return nb, resources
+
+    def preprocess_cell(self, cell, resources, index):
+        cell, resources = super().preprocess_cell(cell, resources, index)
+        if cell.cell_type == "code" and utils.is_grade(cell):
+            for output in cell.get("outputs", []):
+                if output.output_type == "error":
+                    output.traceback = [f"{output.ename}: {failure_message(output)}"]
+        return cell, resources
+
+
+def _escape(text):
+    return text.replace("|", "\\|").replace("\n", " ")

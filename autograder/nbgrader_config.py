@@ -1,0 +1,27 @@
+"""nbgrader configuration of the course.
+
+The course directory is the folder holding this file. Instructors may use it
+with plain nbgrader (`cd autograder && nbgrader generate_assignment NAME`);
+`python -m autograder` copies it into a temporary course directory instead, so
+that releasing and grading never write into the repository.
+"""
+import os
+
+c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
+
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.course_id = "attention"
+
+# What students see in place of a solution.
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+
+# A cell that runs longer than this is stopped and scores zero.
+c.Execute.timeout = 60
+
+# Feedback shows each check's points and its one-sentence reason, never the
+# hidden tests' code or a traceback through them.
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "autograder.feedback.HideHiddenTests",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]
