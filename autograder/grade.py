@@ -31,15 +31,12 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from .course import SOURCE, assignments, make_course_dir, nbgrader
-from .feedback import cell_message
+from .preprocessors import cell_message
 
 # Student ids become folder names: letters, digits and a few separators only.
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,99}$")
 SUBMISSION_TIMEOUT = 600  # seconds for a whole notebook (a cell has Execute.timeout)
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
-# The kernel ignores warnings: nbgrader scores a cell zero when anything
-# reaches stderr, and a correct function that warns deserves its points.
-KERNEL_ENV = {"PYTHONWARNINGS": "ignore"}
 
 GRADES_COLUMNS = ["student_id", "assignment", "score", "max_score", "status"]
 DETAILS_COLUMNS = ["student_id", "assignment", "check", "score", "max_score", "message"]
@@ -199,7 +196,7 @@ def _grade_one(submission, template, checks, tmp):
     shutil.copy(submission.path, submitted / f"{name}.ipynb")
     try:
         result = nbgrader(course, "autograde", name, "--student", student, "--force",
-                          timeout=SUBMISSION_TIMEOUT, env=KERNEL_ENV)
+                          timeout=SUBMISSION_TIMEOUT)
     except subprocess.TimeoutExpired:
         return not_graded("timeout", f"grading took longer than {SUBMISSION_TIMEOUT} s")
     autograded = course / "autograded" / student / name / f"{name}.ipynb"

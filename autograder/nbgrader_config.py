@@ -7,6 +7,11 @@ that releasing and grading never write into the repository.
 """
 import os
 
+from nbgrader.converters.autograde import Autograde
+from nbgrader.preprocessors import Execute
+
+from autograder.preprocessors import StderrIsNotFailure
+
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
 
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
@@ -18,10 +23,16 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 # A cell that runs longer than this is stopped and scores zero.
 c.Execute.timeout = 60
 
+# nbgrader's own autograde steps, plus one after execution that keeps stderr
+# of check cells as stdout before they are scored: warnings cost no points.
+autograde_steps = Autograde.class_traits()["autograde_preprocessors"].default()
+autograde_steps.insert(autograde_steps.index(Execute) + 1, StderrIsNotFailure)
+c.Autograde.autograde_preprocessors = autograde_steps
+
 # Feedback shows each check's points and its one-sentence reason, never the
 # hidden tests' code or a traceback through them.
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
-    "autograder.feedback.HideHiddenTests",
+    "autograder.preprocessors.HideHiddenTests",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]

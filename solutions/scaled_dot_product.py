@@ -4,6 +4,8 @@ Row-vector convention: a sequence of ``T`` vectors of size ``d`` is an array
 of shape ``(..., T, d)``. Masks are boolean, ``True`` = "may attend".
 """
 
+import math
+
 import numpy as np
 
 
@@ -72,7 +74,8 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
     Q, K, V = (np.asarray(a) for a in (Q, K, V))
     _check_qkv(Q, K, V)
     d_k = Q.shape[-1]
-    scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(d_k)  # (..., T_q, T_k)
+    # math.sqrt gives a Python float, which keeps float32 inputs float32.
+    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_k)  # (..., T_q, T_k)
     weights = masked_softmax(scores, mask, axis=-1)      # over the keys
     output = weights @ V                                 # (..., T_q, d_v)
     return output, weights

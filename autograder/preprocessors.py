@@ -1,15 +1,17 @@
-"""What a student reads about a graded notebook.
+"""The course's nbgrader preprocessors (registered in nbgrader_config.py).
 
-`HideHiddenTests` is an nbgrader preprocessor (see nbgrader_config.py) for
-generate_feedback: it removes the hidden test code from the check cells,
-reduces every error in them to one line (no traceback through hidden code)
-and puts a table of the checks, their points and the reason for each failure
-at the top of the feedback.
+- `StderrIsNotFailure` (autograde): nbgrader scores a check cell zero when
+  anything reaches stderr; a correct function that warns or prints a debug
+  line there deserves its points, so such output is kept as stdout.
+- `HideHiddenTests` (generate_feedback): removes the hidden test code from the
+  check cells, reduces every error in them to one line (no traceback through
+  hidden code) and puts a table of the checks, their points and the reason
+  for each failure at the top of the feedback.
 """
 
 from nbformat.v4 import new_markdown_cell
 from nbgrader import utils
-from nbgrader.preprocessors import ClearHiddenTests
+from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
 
 
 def failure_message(error_output):
@@ -33,6 +35,17 @@ def cell_message(cell):
             text = output.text.strip()
             return f"the cell wrote to stderr: {text.splitlines()[0] if text else ''}"
     return ""
+
+
+class StderrIsNotFailure(NbGraderPreprocessor):
+    """Turn stderr output of check cells into stdout, before nbgrader scores them."""
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code" and utils.is_grade(cell):
+            for output in cell.get("outputs", []):
+                if output.output_type == "stream" and output.name == "stderr":
+                    output.name = "stdout"
+        return cell, resources
 
 
 class HideHiddenTests(ClearHiddenTests):
