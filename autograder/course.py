@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -34,17 +35,22 @@ def make_course_dir(root, names):
     return root
 
 
-def nbgrader(course_dir, *args, timeout=None, env=None):
+def nbgrader(course_dir, *args, timeout=None):
     """Run `nbgrader ARGS` in `course_dir`; return the CompletedProcess.
 
     The interpreter's own bin folder goes first on PATH: nbgrader calls
-    `alembic` (and the kernel `python`) from PATH.
+    `alembic` (and the kernel `python`) from PATH. nbgrader and the kernels
+    it starts run in a process group of their own, killed whole on timeout
+    (subprocess.TimeoutExpired is raised then), so that no kernel outlives it.
     """
-    bin_dir = str(Path(sys.executable).parent)
-    run_env = {**os.environ, **(env or {})}
-    run_env["PATH"] = bin_dir + os.pathsep + run_env.get("PATH", "")
-    return subprocess.run(
-        [sys.executable, "-m", "nbgrader", *args],
-        cwd=course_dir, env=run_env, timeout=timeout,
-        stdin=subprocess.DEVNULL, capture_output=True, text=True,
-    )
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
+    with subprocess.Popen([sys.executable, "-m", "nbgrader", *args], cwd=course_dir, env=env,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)

@@ -62,7 +62,6 @@ class Result:
     submission: Submission
     status: str
     checks: list = field(default_factory=list)
-    feedback_html: str = ""
 
     @property
     def score(self):
@@ -84,11 +83,12 @@ def grade(submissions, out, workers=None, log=None):
         batch = _collect(folder, log)
         names = [name for name in assignments() if any(s.assignment == name for s in batch)]
         template = _prepare_template(tmp / "template", names)
-        checks = {name: _checks_of(template, name) for name in names}
+        checks = {name: _checks_of(name) for name in names}
         done = []
 
         def grade_and_report(submission):
-            result = _grade_one(submission, template, checks[submission.assignment], tmp)
+            feedback = out / "feedback" / submission.student_id / f"{submission.assignment}.html"
+            result = _grade_one(submission, template, checks[submission.assignment], tmp, feedback)
             done.append(result)
             log(f"[{len(done)}/{len(batch)}] {submission.student_id} {submission.assignment}: "
                 f"{result.status} {_number(result.score)}/{_number(result.max_score)}")
@@ -165,7 +165,7 @@ def _prepare_template(root, names):
     return course
 
 
-def _checks_of(template, name):
+def _checks_of(name):
     """The graded cells of an assignment, in notebook order: [(grade_id, points)]."""
     notebook = nbformat.read(SOURCE / name / f"{name}.ipynb", as_version=4)
     return [(meta["grade_id"], float(meta["points"]))
@@ -173,13 +173,10 @@ def _checks_of(template, name):
             if meta.get("grade")]
 
 
-def _grade_one(submission, template, checks, tmp):
-    student, name = submission.student_id, submission.assignment
-
+def _grade_one(submission, template, checks, tmp, feedback_path):
+    """Grade one submission, write its feedback page to `feedback_path`, return its result."""
     def not_graded(status, reason):
-        return Result(submission, status,
-                      [Check(check, 0.0, points, f"not graded: {reason}") for check, points in checks],
-                      _not_graded_html(submission, status, reason))
+        return _not_graded(submission, checks, feedback_path, status, reason)
 
     try:
         if submission.path.stat().st_size > MAX_NOTEBOOK_BYTES:
@@ -189,8 +186,21 @@ def _grade_one(submission, template, checks, tmp):
     except Exception as error:  # invalid JSON, not a notebook, empty, unreadable
         return not_graded("unreadable", f"the file is not a valid notebook ({_first_line(error)})")
 
-    course = tmp / "courses" / f"{student}--{name}"
+    course = tmp / "courses" / f"{submission.student_id}--{submission.assignment}"
     shutil.copytree(template, course)
+    try:
+        return _autograde(submission, course, checks, feedback_path)
+    finally:
+        shutil.rmtree(course, ignore_errors=True)  # a batch of thousands must not fill the disk
+
+
+def _autograde(submission, course, checks, feedback_path):
+    """nbgrader autograde and generate_feedback on `submission` in `course`."""
+    student, name = submission.student_id, submission.assignment
+
+    def not_graded(status, reason, graded=None):
+        return _not_graded(submission, checks, feedback_path, status, reason, graded)
+
     submitted = course / "submitted" / student / name
     submitted.mkdir(parents=True)
     shutil.copy(submission.path, submitted / f"{name}.ipynb")
@@ -211,9 +221,16 @@ def _grade_one(submission, template, checks, tmp):
     feedback = nbgrader(course, "generate_feedback", name, "--student", student, "--force")
     feedback_file = course / "feedback" / student / name / f"{name}.html"
     if feedback.returncode != 0 or not feedback_file.is_file():
-        return Result(submission, "crashed", graded,
-                      _not_graded_html(submission, "crashed", "feedback could not be generated"))
-    return Result(submission, "graded", graded, feedback_file.read_text())
+        return not_graded("crashed", "its feedback could not be generated", graded)
+    _write_atomic(feedback_path, feedback_file.read_text())
+    return Result(submission, "graded", graded)
+
+
+def _not_graded(submission, checks, feedback_path, status, reason, graded=None):
+    """The result of a submission that could not be graded, and its feedback page."""
+    _write_atomic(feedback_path, _not_graded_html(submission, status, reason))
+    return Result(submission, status, graded or
+                  [Check(check, 0.0, points, f"not graded: {reason}") for check, points in checks])
 
 
 def _scores(course, name, student):
@@ -230,8 +247,12 @@ def _messages(notebook):
 
 
 def _nbgrader_error(stderr):
-    errors = [line for line in stderr.splitlines() if "[ERROR]" in line or "Error" in line]
-    return _first_line(errors[-1] if errors else stderr.strip().splitlines()[-1:] or "nbgrader failed")
+    """The last error nbgrader logged, as the reason a submission was not graded."""
+    if "DeadKernelError" in stderr:
+        return "the notebook's Python process died while it ran (os._exit, a crash, or out of memory)"
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if "[ERROR]" in line or "Error" in line] or lines
+    return _first_line(errors[-1]) if errors else "nbgrader failed without a message"
 
 
 def _first_line(text):
@@ -255,9 +276,6 @@ def _write_outputs(out, results):
         [r.submission.student_id, r.submission.assignment, c.name, _number(c.score), _number(c.max_score),
          c.message]
         for r in results for c in r.checks])
-    for r in results:
-        _write_atomic(out / "feedback" / r.submission.student_id / f"{r.submission.assignment}.html",
-                      r.feedback_html)
 
 
 def _write_csv(path, columns, rows):

@@ -44,6 +44,11 @@ def warning_softmax(x, axis=-1):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def exiting_softmax(x, axis=-1):
+    import os
+    os._exit(1)  # kills the notebook's kernel
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """Grade one batch holding every fixture submission; return the outputs."""
@@ -51,6 +56,7 @@ def graded(tmp_path_factory):
     write(folder, "submitted-correct", submission(SLUG, students.CORRECT))
     write(folder, "submitted-unchanged", submission(SLUG, {}))
     write(folder, "submitted-warns", submission(SLUG, {**students.CORRECT, "softmax": warning_softmax}))
+    write(folder, "submitted-os-exit", submission(SLUG, {**students.CORRECT, "softmax": exiting_softmax}))
     write(folder, "submitted-invalid-json", '{"cells": [')
     write(folder, "submitted-empty", "")
     for mistake in GRADED_MISTAKES:
@@ -120,6 +126,14 @@ def test_unreadable_submission_is_reported_and_the_batch_goes_on(graded, student
     assert grades[student]["max_score"] == str(MAX_SCORE)
     assert all("not a valid notebook" in c["message"] for c in details[student].values())
     assert "not graded" in (out / "feedback" / student / f"{SLUG}.html").read_text()
+
+
+def test_a_submission_that_kills_its_kernel_is_reported_as_crashed(graded):
+    out, grades, details, _ = graded
+    assert grades["submitted-os-exit"]["status"] == "crashed"
+    assert grades["submitted-os-exit"]["score"] == "0"
+    assert all("process died" in c["message"] for c in details["submitted-os-exit"].values())
+    assert "crashed" in (out / "feedback" / "submitted-os-exit" / f"{SLUG}.html").read_text()
 
 
 def test_stray_files_are_reported_and_skipped(graded):
