@@ -166,6 +166,14 @@ def padding_mask_off_by_one(lengths, T):
     return np.arange(T) <= np.asarray(lengths)[:, None]
 
 
+# task -> the hidden checks (in autograder/checks/scaled_dot_product.py) that grade it
+CHECKS_OF_TASK = {
+    "softmax": ["check_softmax"],
+    "scaled_dot_product_attention": ["check_attention", "check_attention_masks"],
+    "causal_mask": ["check_causal_mask"],
+    "padding_mask": ["check_padding_mask"],
+}
+
 # name -> (task it replaces, wrong implementation, check that must reject it,
 #          words the check's message must contain)
 MISTAKES = {
@@ -200,3 +208,8 @@ MISTAKES = {
     "padding-mask-off-by-one": ("padding_mask", padding_mask_off_by_one, "check_padding_mask",
                                 "< its length"),
 }
+
+# Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
+GRADED_MISTAKES = ["softmax-wrong-axis", "attention-unscaled", "attention-softmax-over-queries",
+                   "attention-mask-after-softmax", "attention-nan-when-fully-masked",
+                   "causal-mask-upper", "padding-mask-off-by-one"]

@@ -1,0 +1,65 @@
+"""Every assignment's hidden checks accept any correct implementation and reject the usual mistakes.
+
+The implementations live in tests/autograder/implementations/<slug>.py:
+`CORRECT` (task -> a correct function written unlike the reference),
+`MISTAKES` (name -> (task, wrong function, check, words of its message)) and
+`CHECKS_OF_TASK` (task -> the check functions of autograder/checks/<slug>.py).
+"""
+
+import importlib
+
+import pytest
+
+from autograder import course
+from autograder.checks.checking import CheckFailed
+
+
+def modules(slug):
+    return (importlib.import_module(f"autograder.checks.{slug}"),
+            importlib.import_module(f"solutions.{slug}"),
+            importlib.import_module(f"tests.autograder.implementations.{slug}"))
+
+
+TASKS = [(slug, task) for slug in course.assignments() for task in modules(slug)[2].CHECKS_OF_TASK]
+MISTAKES = [(slug, name) for slug in course.assignments() for name in modules(slug)[2].MISTAKES]
+
+
+def test_every_assignment_has_checks_and_implementations():
+    assert course.assignments()
+    for slug in course.assignments():
+        checks, _, students = modules(slug)
+        assert set(students.CORRECT) == set(students.CHECKS_OF_TASK)
+        assert len(students.MISTAKES) >= 5
+        for names in students.CHECKS_OF_TASK.values():
+            assert all(callable(getattr(checks, name)) for name in names)
+
+
+@pytest.mark.parametrize("author", ["reference", "student"])
+@pytest.mark.parametrize("slug, task", TASKS)
+def test_correct_implementation_passes(slug, task, author):
+    checks, reference, students = modules(slug)
+    function = getattr(reference, task) if author == "reference" else students.CORRECT[task]
+    for check in students.CHECKS_OF_TASK[task]:
+        getattr(checks, check)(function)
+
+
+@pytest.mark.parametrize("slug, mistake", MISTAKES)
+def test_mistake_is_rejected_with_its_reason(slug, mistake):
+    checks, _, students = modules(slug)
+    task, wrong, check, words = students.MISTAKES[mistake]
+    assert check in students.CHECKS_OF_TASK[task]
+    with pytest.raises(CheckFailed) as failure:
+        getattr(checks, check)(wrong)
+    assert words in str(failure.value)
+
+
+@pytest.mark.parametrize("slug, task", TASKS)
+def test_unimplemented_task_fails_with_a_plain_sentence(slug, task):
+    checks, _, students = modules(slug)
+
+    def stub(*args, **kwargs):
+        raise NotImplementedError()
+    stub.__name__ = task
+    for check in students.CHECKS_OF_TASK[task]:
+        with pytest.raises(CheckFailed, match="not implemented yet"):
+            getattr(checks, check)(stub)
