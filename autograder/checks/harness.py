@@ -6,6 +6,7 @@ that would show hidden test code in the feedback.
 """
 
 import contextlib
+import copy
 import io
 import warnings
 
@@ -19,10 +20,11 @@ def call(function, *args, on, **kwargs):
 
     Warnings and stderr are silenced while it runs: nbgrader scores a cell
     zero when anything reaches stderr, and a correct function that warns
-    deserves its points.
+    deserves its points. Arguments, parameter dicts included, must come back
+    unchanged.
     """
     name = getattr(function, "__name__", "your function")
-    snapshots = [np.array(a, copy=True) if isinstance(a, np.ndarray) else None for a in args]
+    snapshot = copy.deepcopy((args, kwargs))
     with warnings.catch_warnings(), np.errstate(all="ignore"), \
             contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
@@ -34,7 +36,42 @@ def call(function, *args, on, **kwargs):
             raise CheckFailed(
                 f"{name} raised {type(error).__name__} ({error}) on {on}."
             ) from None
-    for argument, snapshot in zip(args, snapshots):
-        if snapshot is not None and not np.array_equal(argument, snapshot, equal_nan=True):
-            raise CheckFailed(f"{name} modified its input on {on}: compute new arrays instead.")
+    if not _unchanged((args, kwargs), snapshot):
+        raise CheckFailed(f"{name} modified its input on {on}: compute new arrays instead "
+                          "of changing its arguments (or their parameters) in place.")
     return result
+
+
+def _unchanged(value, snapshot):
+    """Whether `value` still equals its deep copy `snapshot` (arrays, dicts, lists, tuples)."""
+    if isinstance(value, np.ndarray):
+        return (isinstance(snapshot, np.ndarray) and value.shape == snapshot.shape
+                and np.array_equal(value, snapshot, equal_nan=value.dtype.kind in "fc"))
+    if isinstance(value, dict):
+        return (isinstance(snapshot, dict) and value.keys() == snapshot.keys()
+                and all(_unchanged(value[key], snapshot[key]) for key in value))
+    if isinstance(value, (list, tuple)):
+        return (type(value) is type(snapshot) and len(value) == len(snapshot)
+                and all(_unchanged(a, b) for a, b in zip(value, snapshot)))
+    return True  # numbers, strings, None: immutable
+
+
+def quietly(compute):
+    """``compute()``, or None when it raises; warnings and printing silenced.
+
+    For probing a student's function (did their earlier task work?), not for
+    grading it: use ``call`` for that.
+    """
+    with warnings.catch_warnings(), np.errstate(all="ignore"), \
+            contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        try:
+            return compute()
+        except Exception:  # a broken probe just means "not working"
+            return None
+
+
+def students_own(function, name):
+    """The student's function ``name`` defined beside ``function`` (in the notebook), or None."""
+    earlier = getattr(function, "__globals__", {}).get(name)
+    return earlier if callable(earlier) and earlier is not function else None
