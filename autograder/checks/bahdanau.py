@@ -1,0 +1,355 @@
+"""Hidden checks for the Bahdanau attention exercise.
+
+Each ``check_*`` runs the student's function on seeded random inputs and on
+the inputs that expose the usual mistakes, compares with the reference in
+``solutions/`` and, at the first difference, raises ``CheckFailed`` with one
+sentence that names the mistake when it can be recognised from the output:
+backward states left in reading order, halves swapped, the backward RNN run
+on the forward order, ``W_a`` and ``U_a`` swapped, ``tanh`` or ``v_a``
+missing, the softmax over the wrong axis, the mask ignored, an all-masked row
+that is uniform or NaN, the context computed from the new state, the cell's
+input concatenated in the wrong order. Any correct implementation passes:
+only results are compared, never how they were computed.
+"""
+
+import numpy as np
+
+from solutions import bahdanau as reference
+from solutions.rnn_encoder_decoder import encode, gru_cell, rnn_cell
+
+from .checking import check, check_close, check_shape
+from .harness import call
+
+SEED = 20140901  # "Neural machine translation by jointly learning to align and translate", arXiv v1
+CELLS = {"rnn": rnn_cell, "gru": gru_cell}
+
+
+# -- random inputs ---------------------------------------------------------------
+
+def _cell_params(rng, cell, d_in, d_h):
+    gates = "h" if cell == "rnn" else "zrh"
+    params = {}
+    for gate in gates:
+        params[f"W_x{gate}"] = rng.normal(size=(d_in, d_h)) / np.sqrt(d_in)
+        params[f"W_h{gate}"] = rng.normal(size=(d_h, d_h)) / np.sqrt(d_h)
+        params[f"b_{gate}"] = 0.3 * rng.normal(size=d_h)
+    return params
+
+
+def _attention_params(rng, d_s, d_h, d_a):
+    return {"W_a": rng.normal(size=(d_s, d_a)) / np.sqrt(d_s),
+            "U_a": rng.normal(size=(d_h, d_a)) / np.sqrt(d_h),
+            "v_a": 1.5 * rng.normal(size=d_a)}
+
+
+def _mask(lengths, T):
+    return np.arange(T) < np.asarray(lengths)[:, None]
+
+
+def _close(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and np.allclose(a, b, rtol=1e-6, atol=1e-9)
+
+
+# -- bidirectional_encode --------------------------------------------------------------
+
+def check_bidirectional_encode(bidirectional_encode):
+    rng = np.random.default_rng(SEED)
+    cases = [
+        ("a GRU with the default cell (B=2, T=5, d_in=3, d_h=4)", (2, 5, 3, 4), None),
+        ("a plain RNN (cell='rnn', B=3, T=4, d_in=2, d_h=3)", (3, 4, 2, 3), "rnn"),
+        ("a GRU (cell='gru') over one sequence of 6 positions (d_in=4, d_h=2)", (1, 6, 4, 2), "gru"),
+        ("a GRU over sequences of one position (B=2, T=1)", (2, 1, 3, 3), "gru"),
+    ]
+    for description, (B, T, d_in, d_h), cell in cases:
+        kind = cell or "gru"
+        X = rng.normal(size=(B, T, d_in))
+        params_fwd = _cell_params(rng, kind, d_in, d_h)
+        params_bwd = _cell_params(rng, kind, d_in, d_h)
+        if cell is None:
+            actual = call(bidirectional_encode, X, params_fwd, params_bwd, on=description)
+        else:
+            actual = call(bidirectional_encode, X, params_fwd, params_bwd, cell=cell, on=description)
+        expected = reference.bidirectional_encode(X, params_fwd, params_bwd, kind)
+        name = f"the annotations on {description}"
+        if isinstance(actual, np.ndarray) and actual.shape == (B, 2 * T, d_h) and T > 1:
+            check(False, f"{name} have shape {actual.shape}: concatenate the two halves along "
+                         "the last axis (the features), not along the time axis.")
+        check_shape(actual, expected.shape, name)
+        if not _close(actual, expected):
+            default_note = "the default cell is 'gru'" if cell is None else "cell='gru'"
+            _diagnose_bidirectional(actual, X, params_fwd, params_bwd, kind, name, default_note)
+        check_close(actual, expected, name,
+                    "position j should hold [h_fwd_j ; h_bwd_j], the forward RNN's state after "
+                    "x_0 … x_j and the backward RNN's state after x_{T-1} … x_j")
+
+
+def _diagnose_bidirectional(actual, X, params_fwd, params_bwd, cell, name, default_note):
+    fwd = encode(X, params_fwd, cell)[0]
+    bwd_reading_order = encode(X[:, ::-1], params_bwd, cell)[0]
+    bwd = bwd_reading_order[:, ::-1]
+    bwd_forward_order = encode(X, params_bwd, cell)[0]
+    both = lambda first, second: np.concatenate([first, second], axis=-1)  # noqa: E731
+    T = X.shape[1]
+    if T > 1 and _close(actual, both(fwd, bwd_reading_order)):
+        check(False, f"{name}: the backward states are still in reading order; flip them back "
+                     "(H_bwd[:, ::-1]) so that position j holds the backward state of x_j.")
+    if _close(actual, both(bwd, fwd)):
+        check(False, f"{name}: the halves are in the wrong order; position j holds "
+                     "[h_fwd_j ; h_bwd_j], the forward half first.")
+    if T > 1 and any(_close(actual, both(fwd, H)) for H in (
+            bwd_forward_order, bwd_forward_order[:, ::-1], bwd_forward_order[::-1],
+            encode(X[:, :, ::-1], params_bwd, cell)[0])):
+        check(False, f"{name}: the backward RNN must read each sequence from its end; run it on "
+                     "X[:, ::-1] (the time axis) and flip its states back.")
+    fwd_with_bwd_params = encode(X, params_bwd, cell)[0]
+    bwd_with_fwd_params = encode(X[:, ::-1], params_fwd, cell)[0][:, ::-1]
+    if any(_close(actual, H) for H in (both(fwd, bwd_with_fwd_params),
+                                       both(fwd_with_bwd_params, bwd),
+                                       both(fwd_with_bwd_params, bwd_with_fwd_params))):
+        check(False, f"{name}: use params_fwd for the forward RNN and params_bwd for the "
+                     "backward RNN.")
+    # GRU parameters hold the plain RNN's keys too: a forgotten `cell` runs the RNN.
+    if cell == "gru" and _close(actual, reference.bidirectional_encode(
+            X, params_fwd, params_bwd, "rnn")):
+        check(False, f"{name}: they come from the plain RNN cell, but the cell is the GRU "
+                     f"here ({default_note}); pass cell on to encode.")
+
+
+# -- additive_score -------------------------------------------------------------------
+
+def check_additive_score(additive_score):
+    rng = np.random.default_rng(SEED + 1)
+    cases = [
+        ("a batch with B = T = 3 and d_s = d_h = 4 (d_a=5)", (3, 3, 4, 4, 5)),
+        ("B=2, T=5, d_s=3, d_h=6, d_a=4", (2, 5, 3, 6, 4)),
+        ("one sequence of one position (B=1, T=1, d_s=2, d_h=3, d_a=2)", (1, 1, 2, 3, 2)),
+        ("B=4, T=2, d_s=5, d_h=2, d_a=7", (4, 2, 5, 2, 7)),
+    ]
+    for description, (B, T, d_s, d_h, d_a) in cases:
+        s_prev, H = rng.normal(size=(B, d_s)), rng.normal(size=(B, T, d_h))
+        params = _attention_params(rng, d_s, d_h, d_a)
+        actual = call(additive_score, s_prev, H, params, on=description)
+        expected = reference.additive_score(s_prev, H, params)
+        name = f"the scores on {description}"
+        check_shape(actual, expected.shape, name)
+        if not _close(actual, expected):
+            _diagnose_score(actual, s_prev, H, params, name)
+        check_close(actual, expected, name,
+                    "e_j should be v_a · tanh(s_prev @ W_a + H_j @ U_a)")
+
+
+def _diagnose_score(actual, s_prev, H, params, name):
+    W_a, U_a, v_a = params["W_a"], params["U_a"], params["v_a"]
+    state, annotations = (s_prev @ W_a)[:, None, :], H @ U_a  # (B, 1, d_a), (B, T, d_a)
+    if W_a.shape == U_a.shape and _close(
+            actual, reference.additive_score(s_prev, H, {"W_a": U_a, "U_a": W_a, "v_a": v_a})):
+        check(False, f"{name}: W_a applies to the decoder state s_prev and U_a to the "
+                     "annotations H, not the other way round.")
+    if _close(actual, (state + annotations) @ v_a):
+        check(False, f"{name}: apply tanh to s_prev @ W_a + H_j @ U_a before the dot product "
+                     "with v_a.")
+    if _close(actual, np.tanh(state + annotations).sum(axis=-1)):
+        check(False, f"{name}: take the dot product of the hidden layer tanh(…) with v_a, "
+                     "not its sum.")
+    if _close(actual, (np.tanh(state) + np.tanh(annotations)) @ v_a):
+        check(False, f"{name}: tanh applies to the sum s_prev @ W_a + H_j @ U_a, not to "
+                     "each term.")
+    B, T = H.shape[:2]
+    if B == T and _close(actual, np.tanh((s_prev @ W_a)[None, :, :] + annotations) @ v_a):
+        check(False, f"{name}: add s_prev @ W_a of each sequence to every position of that "
+                     "sequence; insert the time axis, (s_prev @ W_a)[:, None, :].")
+
+
+# -- masked_softmax -------------------------------------------------------------------
+
+def check_masked_softmax(masked_softmax):
+    rng = np.random.default_rng(SEED + 2)
+    fully_masked_column = np.ones((4, 3), dtype=bool)
+    fully_masked_column[:, 1] = False
+    fully_masked_column[0, 2] = False
+    three_axes = rng.normal(size=(2, 3, 4))
+    cases = [
+        ("(3, 5) scores without a mask", rng.normal(size=(3, 5)), None, -1),
+        ("(4, 3) scores without a mask, along axis 0", rng.normal(size=(4, 3)), None, 0),
+        ("(3, 5) scores with a padding mask (lengths 5, 3, 1)",
+         rng.normal(size=(3, 5)), _mask([5, 3, 1], 5), -1),
+        ("(3, 4) scores where row 1 is all masked (lengths 4, 0, 2)",
+         rng.normal(size=(3, 4)), _mask([4, 0, 2], 4), -1),
+        ("(2, 3, 4) scores with a (2, 1, 4) mask", three_axes, _mask([3, 2], 4)[:, None, :], -1),
+        ("(4, 3) scores along axis 0 where column 1 is all masked",
+         rng.normal(size=(4, 3)), fully_masked_column, 0),
+        ("scores around 1e4 with a padding mask", 1e4 + 5 * rng.normal(size=(2, 5)),
+         _mask([5, 2], 5), -1),
+        ("scores around -1e4 with a padding mask", -1e4 + 5 * rng.normal(size=(2, 5)),
+         _mask([4, 3], 5), -1),
+    ]
+    for description, scores, mask, axis in cases:
+        name = f"masked_softmax of {description}"
+        if mask is None:
+            actual = call(masked_softmax, scores, axis=axis, on=description)
+        else:
+            actual = call(masked_softmax, scores, mask, axis=axis, on=description)
+        _check_weights(actual, reference.masked_softmax(scores, mask, axis=axis), scores, mask,
+                       axis, name)
+        check_close(actual, reference.masked_softmax(scores, mask, axis=axis), name,
+                    "the values differ from a softmax of the kept entries along the axis")
+
+
+def _check_weights(actual, expected, scores, mask, axis, name):
+    """Shape, NaN, masking, fully masked rows and normalisation of attention weights."""
+    check_shape(actual, expected.shape, name)
+    allowed = np.ones(expected.shape, dtype=bool) if mask is None \
+        else np.broadcast_to(mask, expected.shape)
+    has_entries = allowed.any(axis=axis, keepdims=True)
+    empty = np.broadcast_to(~has_entries, expected.shape)
+    check(np.all(np.isfinite(actual)),
+          f"there is NaN or inf in {name}: "
+          + ("a row whose entries are all masked must give all-zero weights."
+             if empty.any() else "subtract the maximum before exp."))
+    if mask is not None:
+        inverted = reference.masked_softmax(scores, ~allowed, axis=axis)
+        rows = np.broadcast_to((~allowed).any(axis=axis, keepdims=True), expected.shape)
+        if rows.any() and np.allclose(actual[rows], inverted[rows], rtol=1e-6, atol=1e-9):
+            check(False, f"{name}: the mask is inverted; True marks the entries that are kept.")
+    check(np.allclose(actual[empty], 0.0),
+          f"{name}: a row whose entries are all masked must get all-zero weights, not a "
+          "uniform distribution.")
+    check(np.allclose(actual[~allowed], 0.0),
+          f"{name}: masked entries get nonzero weight; set their scores to -inf (or a very "
+          "large negative number) before the softmax.")
+    sums = actual.sum(axis=axis, keepdims=True)
+    if not np.allclose(sums[has_entries], 1.0):
+        if mask is not None and not allowed.all() and _close(
+                actual, np.where(allowed, reference.masked_softmax(scores, None, axis=axis), 0)):
+            check(False, f"{name}: the weights do not sum to 1; apply the mask to the scores "
+                         "before the softmax, not to the weights after it.")
+        other = -1 if axis in (0, -scores.ndim) else 0
+        if scores.ndim > 1 and np.allclose(actual.sum(axis=other), 1.0):
+            check(False, f"{name}: the weights sum to 1 along axis {other}; normalise along "
+                         f"the axis you are given (axis={axis}).")
+        check(False, f"{name}: the weights along axis {axis} should sum to 1.")
+
+
+# -- bahdanau_attention ---------------------------------------------------------------
+
+def check_bahdanau_attention(bahdanau_attention):
+    rng = np.random.default_rng(SEED + 3)
+    cases = [
+        ("no mask (B=2, T=4, d_s=3, d_h=6, d_a=5)", (2, 4, 3, 6, 5), None),
+        ("a padding mask (B=3, T=5, lengths 5, 2, 3)", (3, 5, 4, 2, 3), [5, 2, 3]),
+        ("a sequence whose positions are all masked (lengths 3, 0)", (2, 3, 2, 4, 3), [3, 0]),
+        ("one sequence (B=1, T=6, d_s=2, d_h=3, d_a=4)", (1, 6, 2, 3, 4), None),
+    ]
+    for description, (B, T, d_s, d_h, d_a), lengths in cases:
+        s_prev, H = rng.normal(size=(B, d_s)), rng.normal(size=(B, T, d_h))
+        params = _attention_params(rng, d_s, d_h, d_a)
+        mask = None if lengths is None else _mask(lengths, T)
+        if mask is None:
+            result = call(bahdanau_attention, s_prev, H, params, on=description)
+        else:
+            result = call(bahdanau_attention, s_prev, H, params, mask=mask, on=description)
+        context, weights = reference.bahdanau_attention(s_prev, H, params, mask)
+        check(isinstance(result, tuple) and len(result) == 2,
+              f"bahdanau_attention should return a pair (context, weights), but on "
+              f"{description} it returned a {type(result).__name__}.")
+        actual_context, actual_weights = result
+        if (np.shape(actual_context), np.shape(actual_weights)) == (weights.shape, context.shape):
+            check(False, "return (context, weights) in this order, not (weights, context).")
+        _check_attention_weights(actual_weights, weights, s_prev, H, params, mask, description)
+        check_close(actual_context, context, f"the context on {description}",
+                    "the weights are right but the context is not Σ_j weights_j h_j")
+
+
+def _check_attention_weights(actual, expected, s_prev, H, params, mask, description):
+    name = f"the weights on {description}"
+    check_shape(actual, expected.shape, name)
+    if mask is not None and not mask.all() and _close(
+            actual, reference.bahdanau_attention(s_prev, H, params)[1]):
+        check(False, f"{name}: padding positions get weight; pass the mask to masked_softmax.")
+    if expected.shape[0] > 1 and not _close(actual, expected) \
+            and np.allclose(actual.sum(axis=0), 1.0):
+        check(False, f"{name} sum to 1 over the batch: take the softmax over the source "
+                     "positions (the last axis), not over the batch.")
+    scores = reference.additive_score(s_prev, H, params)
+    _check_weights(actual, expected, scores, mask, -1, name)
+    check_close(actual, expected, name,
+                "they differ from masked_softmax(additive_score(s_prev, H, params), mask); "
+                "check that your additive_score and masked_softmax pass their checks")
+
+
+# -- bahdanau_decode_step -------------------------------------------------------------
+
+def check_bahdanau_decode_step(bahdanau_decode_step):
+    rng = np.random.default_rng(SEED + 4)
+    cases = [
+        ("a GRU decoder with the default cell (B=2, T=4, d_emb=3, d_h=6, d_s=5)",
+         (2, 4, 3, 6, 5), None, None),
+        ("a GRU decoder (cell='gru') with a padding mask (lengths 4, 2)",
+         (2, 4, 2, 4, 3), [4, 2], "gru"),
+        ("a plain RNN decoder (cell='rnn', B=3, T=3, d_emb=2, d_h=4, d_s=3)",
+         (3, 3, 2, 4, 3), [3, 1, 2], "rnn"),
+        ("a GRU decoder where one sequence is all masked (lengths 0, 3)",
+         (2, 3, 2, 2, 4), [0, 3], "gru"),
+    ]
+    for description, (B, T, d_emb, d_h, d_s), lengths, cell in cases:
+        kind = cell or "gru"
+        y_prev, s_prev = rng.normal(size=(B, d_emb)), rng.normal(size=(B, d_s))
+        H = rng.normal(size=(B, T, d_h))
+        params = {"attention": _attention_params(rng, d_s, d_h, 4),
+                  "cell": _cell_params(rng, kind, d_emb + d_h, d_s)}
+        mask = None if lengths is None else _mask(lengths, T)
+        kwargs = {} if mask is None else {"mask": mask}
+        if cell is not None:
+            kwargs["cell"] = cell
+        result = call(bahdanau_decode_step, y_prev, s_prev, H, params, on=description, **kwargs)
+        expected = reference.bahdanau_decode_step(y_prev, s_prev, H, params, mask, kind)
+        check(isinstance(result, tuple) and len(result) == 3,
+              f"bahdanau_decode_step should return a triple (s_t, context, weights), but on "
+              f"{description} it returned a {type(result).__name__}.")
+        shapes = tuple(np.shape(a) for a in result)
+        wanted = tuple(a.shape for a in expected)
+        if shapes != wanted and sorted(shapes) == sorted(wanted):
+            check(False, "return (s_t, context, weights) in this order.")
+        s_t, context, weights = result
+        _check_step(s_t, context, weights, expected, y_prev, s_prev, H, params, mask, kind,
+                    description, default=cell is None)
+
+
+def _check_step(s_t, context, weights, expected, y_prev, s_prev, H, params, mask, cell,
+                description, default):
+    expected_s, expected_context, expected_weights = expected
+    name = f"the weights on {description}"
+    check_shape(weights, expected_weights.shape, name)
+    check_shape(s_t, expected_s.shape, f"s_t on {description}")
+    if not _close(weights, expected_weights):
+        if np.all(np.isfinite(s_t)) and _close(
+                weights, reference.bahdanau_attention(s_t, H, params["attention"], mask)[1]):
+            check(False, f"on {description}, the context is computed from the new state s_t; "
+                         "Bahdanau computes it from the previous state s_prev, before the "
+                         "cell runs.")
+        if mask is not None and _close(
+                weights, reference.bahdanau_attention(s_prev, H, params["attention"])[1]):
+            check(False, f"{name}: padding positions get weight; pass the mask on to "
+                         "bahdanau_attention.")
+        _check_weights(weights, expected_weights,
+                       reference.additive_score(s_prev, H, params["attention"]), mask, -1, name)
+        check(False, f"{name} differ from bahdanau_attention(s_prev, H, params['attention'], "
+                     "mask): compute the context from the previous state s_prev, with the mask "
+                     "(and check that your bahdanau_attention passes its checks).")
+    check_close(context, expected_context, f"the context on {description}",
+                "it should be the context that bahdanau_attention returns")
+    if not _close(s_t, expected_s):
+        step = CELLS[cell]
+        swapped = step(np.concatenate([expected_context, y_prev], axis=-1), s_prev,
+                       params["cell"])
+        if _close(s_t, swapped):
+            check(False, f"s_t on {description}: the cell's input is "
+                         "concatenate([y_prev, context]), y_prev first.")
+        if cell == "gru" and _close(s_t, rnn_cell(
+                np.concatenate([y_prev, expected_context], axis=-1), s_prev, params["cell"])):
+            note = "the default cell is 'gru'" if default else "cell='gru'"
+            check(False, f"s_t on {description} comes from the plain RNN cell, but the cell "
+                         f"is the GRU here ({note}); use the cell that `cell` names.")
+    check_close(s_t, expected_s, f"s_t on {description}",
+                "it should be cell(concatenate([y_prev, context]), s_prev) with params['cell']")
