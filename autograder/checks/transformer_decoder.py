@@ -1,0 +1,808 @@
+"""Hidden checks for the Transformer decoder exercise.
+
+Each ``check_*`` runs the student's function on seeded random inputs and on
+inputs that expose the usual mistakes, compares with the reference in
+``solutions/`` and, at the first difference, raises ``CheckFailed`` with one
+sentence that names the mistake when it can be recognised from the output
+(a mask ignored, swapped or transposed, the attention over the memory taking
+its keys or values from the decoder, sub-layers in the wrong order, a missing
+residual connection, pre-LN instead of post-LN, probabilities instead of
+logits, ``E`` instead of ``E.T``, BOS in the output, finished rows not padded
+with EOS, decoding that stops at the wrong time, a cache that forgets the
+past or recomputes the whole prefix). Any correct implementation passes:
+only results are compared, never how they were computed, with one exception:
+with ``use_cache=True`` the check counts how many positions the given and
+earlier functions (``decoder``, ``multi_head_attention``, ``position_wise_ffn``,
+...) receive, to tell a cache from recomputing the whole prefix at every step.
+
+Later tasks may call earlier ones (``decoder`` calls ``decoder_layer``,
+``transformer_logits`` and ``greedy_decode`` call ``decoder``). A later task
+is graded on its own: its result is also accepted when it is what the
+reference algorithm gives with the student's own earlier functions (found
+beside it, in the notebook), so that one mistake in ``decoder_layer`` costs
+the points of ``decoder_layer`` only. When a later task is wrong either way
+and an earlier function is wrong too, the message says which one to fix first.
+"""
+
+import math
+
+import numpy as np
+
+from solutions import transformer_decoder as reference
+from solutions.multi_head import multi_head_attention
+from solutions.positional_encoding import relative_position_matrix, sinusoidal_encoding
+from solutions.scaled_dot_product import causal_mask, padding_mask, scaled_dot_product_attention
+from solutions.transformer_encoder import embed, encoder, layer_norm, position_wise_ffn
+
+from .checking import check, check_shape
+from .harness import call, quietly, students_own
+from .rnn_encoder_decoder import check_greedy_contract
+
+SEED = 170603762  # arXiv 1706.03762, "Attention is all you need"
+
+
+# -- inputs ------------------------------------------------------------------
+
+def attention_params(rng, d):
+    params = {f"W_{n}": rng.normal(size=(d, d)) / np.sqrt(d) for n in "qkvo"}
+    params.update({f"b_{n}": 0.3 * rng.normal(size=d) for n in "qkvo"})
+    return params
+
+
+def norm_params(rng, d):
+    """gamma and beta far enough from 1 and 0 that swapping two norms shows."""
+    return {"gamma": 1.0 + 0.3 * rng.normal(size=d), "beta": 0.3 * rng.normal(size=d)}
+
+
+def ffn_params(rng, d, d_ff):
+    return {"W_1": rng.normal(size=(d, d_ff)) / np.sqrt(d), "b_1": 0.3 * rng.normal(size=d_ff),
+            "W_2": rng.normal(size=(d_ff, d)) / np.sqrt(d_ff), "b_2": 0.3 * rng.normal(size=d)}
+
+
+def decoder_layer_params(rng, d, d_ff):
+    return {"self_attn": attention_params(rng, d), "norm1": norm_params(rng, d),
+            "cross_attn": attention_params(rng, d), "norm2": norm_params(rng, d),
+            "ffn": ffn_params(rng, d, d_ff), "norm3": norm_params(rng, d)}
+
+
+def encoder_layer_params(rng, d, d_ff):
+    return {"self_attn": attention_params(rng, d), "norm1": norm_params(rng, d),
+            "ffn": ffn_params(rng, d, d_ff), "norm2": norm_params(rng, d)}
+
+
+def model_params(rng, V, d, d_ff, n_enc, n_dec, embedding_scale=1.0):
+    return {"embedding": embedding_scale * rng.normal(size=(V, d)),
+            "encoder_layers": [encoder_layer_params(rng, d, d_ff) for _ in range(n_enc)],
+            "decoder_layers": [decoder_layer_params(rng, d, d_ff) for _ in range(n_dec)]}
+
+
+def copy_model(reverse_length=None, num_positions=16):
+    """The chapter's hand-built model (d_model=64, 2 heads, 16 tokens) that copies its source.
+
+    With ``reverse_length=S`` it reverses sources of length S instead. Its
+    cross-attention takes target position t to source position t (or S-1-t)
+    by queries and keys made of the positional encodings; the token is
+    carried by the values and read out by the tied output projection.
+    """
+    d, h, V = 64, 2, 16
+    d_head, pos = d // h, np.arange(d // 2)     # dims 0-31 hold positions only
+    token_dims = np.arange(d // 2, d, 2)        # the slow sines 32, 34, ..., 62
+    E = np.zeros((V, d))
+    E[np.arange(V), token_dims] = 1.0
+    PE = sinusoidal_encoding(num_positions, d)[:, pos]
+    centre = np.eye(len(pos)) - 1.0 / len(pos)  # what layer norm does to the mean
+    H = np.linalg.lstsq(PE @ centre, PE, rcond=None)[0]   # centred PE -> PE
+    target = np.eye(len(pos))
+    if reverse_length is not None:              # PE[S-1-t] = PE[t] @ flip @ shift
+        flip = np.diag(np.tile([-1.0, 1.0], len(pos) // 2))
+        target = flip @ relative_position_matrix(reverse_length - 1, len(pos) * 2)[
+            np.ix_(pos, pos)]
+    zeros = {f"b_{n}": np.zeros(d) for n in "qkvo"}
+    cross = {f"W_{n}": np.zeros((d, d)) for n in "qkvo"} | zeros
+    half = V // h
+    for head in range(h):
+        cols = head * d_head + np.arange(len(pos))
+        cross["W_q"][np.ix_(pos, cols)] = 200.0 * centre @ H @ target
+        cross["W_k"][np.ix_(pos, cols)] = centre @ H
+        mine = token_dims[head * half:(head + 1) * half]
+        cross["W_v"][mine, head * d_head + np.arange(half)] = 1.0
+        cross["W_o"][head * d_head + np.arange(half), mine] = 30.0
+    off = {f"W_{n}": np.zeros((d, d)) for n in "qkvo"} | zeros
+    norm = {"gamma": np.ones(d), "beta": np.zeros(d)}
+    ffn = {"W_1": np.zeros((d, 4)), "b_1": np.zeros(4), "W_2": np.zeros((4, d)), "b_2": np.zeros(d)}
+    return {"embedding": E,
+            "encoder_layers": [{"self_attn": off, "norm1": norm, "ffn": ffn, "norm2": norm}],
+            "decoder_layers": [{"self_attn": off, "norm1": norm, "cross_attn": cross,
+                                "norm2": norm, "ffn": ffn, "norm3": norm}]}
+
+
+# -- decoder_layer -------------------------------------------------------------------
+
+def check_decoder_layer(decoder_layer):
+    rng = np.random.default_rng(SEED)
+    cases = [  # description, B, T, S, d_model, heads, source lengths, mask shapes
+        ("B=2 targets of T=4 over a memory of S=4 (one source padded to 2), 2 heads",
+         2, 4, 4, 8, 2, [4, 2], "plain"),
+        ("B=3 targets of T=3 over a memory of S=5 (sources of 5, 3 and 1), 4 heads",
+         3, 3, 5, 8, 4, [5, 3, 1], "plain"),
+        ("B=1 target of T=5 over S=2 with no masks, 1 head", 1, 5, 2, 6, 1, None, "none"),
+        ("B=2, T=3, S=4 with masks of shape (1, 1, T, T) and (B, 1, T, S), 2 heads",
+         2, 3, 4, 8, 2, [3, 4], "full"),
+    ]
+    for description, B, T, S, d, h, lengths, shapes in cases:
+        params = decoder_layer_params(rng, d, 2 * d)
+        Y, memory = rng.normal(size=(B, T, d)), rng.normal(size=(B, S, d))
+        if lengths is None:
+            self_mask = memory_mask = None
+        else:
+            self_mask = causal_mask(T)
+            memory_mask = padding_mask(np.array(lengths), S)[:, None, None, :]
+            if shapes == "full":
+                self_mask = self_mask[None, None]
+                memory_mask = np.broadcast_to(memory_mask, (B, 1, T, S)).copy()
+        kwargs = {} if lengths is None else {"self_mask": self_mask, "memory_mask": memory_mask}
+        actual = call(decoder_layer, Y, memory, params, h, **kwargs, on=description)
+        expected = reference.decoder_layer(Y, memory, params, h, self_mask, memory_mask)
+        if isinstance(actual, tuple):
+            check(False, "decoder_layer should return the layer's output alone, an array "
+                         f"(B, T, d_model), not a tuple of {len(actual)}.")
+        name = f"the output of decoder_layer on {description}"
+        check_shape(actual, expected.shape, name)
+        check(np.all(np.isfinite(actual)), f"{name} contains inf or NaN.")
+        if _close(actual, expected):
+            continue
+        args = (Y, memory, params, h, self_mask, memory_mask)
+        _diagnose_layer(actual, args, f"on {description}, ")
+        check(False, f"{name} is wrong: after the masked self-attention, the attention over "
+                     "the memory and the FFN comes each time X = layer_norm(X + sublayer(X)), "
+                     "with norm1, norm2 and norm3 in that order.")
+
+
+def decoder_layer_variant(Y, memory, params, num_heads, self_mask=None, memory_mask=None, *,
+                          order=("self", "cross", "ffn"), residual=("self", "cross", "ffn"),
+                          pre_ln=False, cross_inputs="ymm", masks=("self", "memory"),
+                          cross_params="cross_attn", norms=("norm1", "norm2", "norm3")):
+    """The reference decoder layer, or one with a known mistake.
+
+    order: the sub-layers in the order they run; residual: those with a
+    residual connection; pre_ln: X + sublayer(layer_norm(X)) instead of
+    layer_norm(X + sublayer(X)); cross_inputs: where the cross-attention's
+    queries, keys and values come from ("y" decoder, "m" memory); masks: the
+    masks given to the self- and cross-attention ("self", "memory" or None);
+    cross_params: the attention parameters of the cross-attention; norms: the
+    norms after the self-attention, the cross-attention and the FFN.
+    """
+    given = {"self": self_mask, "memory": memory_mask, None: None}
+    norm_of = dict(zip(("self", "cross", "ffn"), norms))
+
+    def sublayer(name, X):
+        if name == "self":
+            return multi_head_attention(X, X, X, params["self_attn"], num_heads, given[masks[0]])[0]
+        if name == "cross":
+            q, k, v = ({"y": X, "m": memory}[c] for c in cross_inputs)
+            return multi_head_attention(q, k, v, params[cross_params], num_heads, given[masks[1]])[0]
+        return position_wise_ffn(X, params["ffn"])
+
+    X = Y
+    for name in order:
+        norm = params[norm_of[name]]
+        if pre_ln:
+            X = X + sublayer(name, layer_norm(X, **norm))
+        else:
+            out = sublayer(name, X)
+            X = layer_norm(X + out if name in residual else out, **norm)
+    return X
+
+
+LAYER_MISTAKES = [
+    (dict(masks=(None, "memory")),
+     "the masked self-attention ignores self_mask: pass it on, so that position t sees only "
+     "the targets 0…t"),
+    (dict(masks=("self", None)),
+     "the attention over the memory ignores memory_mask: pass it on, so that no query attends "
+     "to the source's padding"),
+    (dict(masks=(None, None)), "both attentions ignore their masks: pass self_mask to the "
+                               "self-attention and memory_mask to the attention over the memory"),
+    (dict(masks=("memory", "self")),
+     "the masks are swapped: self_mask goes to the self-attention, memory_mask to the attention "
+     "over the memory"),
+    (dict(cross_inputs="yyy"),
+     "the second attention attends over the decoder's own states: its keys and values come from "
+     "memory (the encoder's output), its queries from the decoder"),
+    (dict(cross_inputs="yym"),
+     "the keys of the attention over the memory come from the decoder: keys and values both come "
+     "from memory, only the queries from the decoder"),
+    (dict(cross_inputs="ymy"),
+     "the values of the attention over the memory come from the decoder: keys and values both "
+     "come from memory, only the queries from the decoder"),
+    (dict(cross_inputs="myy"),
+     "the attention over the memory takes its queries from memory and its keys and values from "
+     "the decoder: it is the other way round, multi_head_attention(X, memory, memory, ...)"),
+    (dict(order=("cross", "self", "ffn"), norms=("norm2", "norm1", "norm3")),
+     "the sub-layers are in the wrong order: first the masked self-attention, then the attention "
+     "over the memory, then the FFN"),
+    (dict(order=("cross", "self", "ffn")),
+     "the sub-layers are in the wrong order: first the masked self-attention, then the attention "
+     "over the memory, then the FFN"),
+    (dict(order=("ffn", "self", "cross"), norms=("norm2", "norm3", "norm1")),
+     "the sub-layers are in the wrong order: first the masked self-attention, then the attention "
+     "over the memory, then the FFN"),
+    (dict(residual=("cross", "ffn")),
+     "the residual connection around the self-attention is missing: add the sub-layer's input to "
+     "its output before layer_norm"),
+    (dict(residual=("self", "ffn")),
+     "the residual connection around the attention over the memory is missing: add the "
+     "sub-layer's input to its output before layer_norm"),
+    (dict(residual=("self", "cross")),
+     "the residual connection around the FFN is missing: add the sub-layer's input to its output "
+     "before layer_norm"),
+    (dict(residual=()), "the residual connections are missing: each sub-layer's input is added "
+                        "to its output before layer_norm"),
+    (dict(pre_ln=True),
+     "this is pre-LN, X + sublayer(layer_norm(X)); the paper's decoder is post-LN: "
+     "X = layer_norm(X + sublayer(X))"),
+    (dict(cross_params="self_attn"),
+     "the attention over the memory uses the self-attention's parameters: it has its own, "
+     "params[\"cross_attn\"]"),
+    (dict(norms=("norm1", "norm1", "norm1")),
+     "each sub-layer has its own layer norm: norm1 after the self-attention, norm2 after the "
+     "attention over the memory, norm3 after the FFN"),
+    (dict(norms=("norm1", "norm3", "norm2")),
+     "the layer norms are swapped: norm1 after the self-attention, norm2 after the attention over "
+     "the memory, norm3 after the FFN"),
+]
+
+
+def _diagnose_layer(actual, args, where):
+    for options, mistake in LAYER_MISTAKES:
+        wrong = quietly(lambda: decoder_layer_variant(*args, **options))
+        if wrong is not None and _close(actual, wrong):
+            check(False, f"{where}{mistake}.")
+
+
+# -- decoder -------------------------------------------------------------------------
+
+def check_decoder(decoder):
+    rng = np.random.default_rng(SEED + 1)
+    cases = [  # description, B, T, S, V, d_model, heads, layers, source lengths
+        ("B=2 targets of T=5 with 2 layers, 2 heads, sources of 4 and 2 (S=4)",
+         2, 5, 4, 7, 8, 2, 2, [4, 2]),
+        ("B=3 targets of T=3 with 1 layer, 4 heads, sources of 5, 1 and 3 (S=5)",
+         3, 3, 5, 6, 8, 4, 1, [5, 1, 3]),
+        ("B=1 target of T=4 with 3 layers and no source mask", 1, 4, 3, 5, 6, 2, 3, None),
+        ("B=2 targets of T=1 (only BOS) with 2 layers", 2, 1, 3, 5, 8, 2, 2, [3, 2]),
+    ]
+    for description, B, T, S, V, d, h, n, lengths in cases:
+        params = model_params(rng, V, d, 2 * d, 0, n)
+        tgt = rng.integers(0, V, size=(B, T))
+        memory = rng.normal(size=(B, S, d))
+        src_mask = None if lengths is None else padding_mask(np.array(lengths), S)
+        kwargs = {} if src_mask is None else {"src_mask": src_mask}
+        actual = call(decoder, tgt, memory, params, h, **kwargs, on=description)
+        expected = reference.decoder(tgt, memory, params, h, src_mask)
+        name = f"the output of decoder on {description}"
+        check_shape(actual, expected.shape, name)
+        check(np.all(np.isfinite(actual)), f"{name} contains inf or NaN.")
+        if _close(actual, expected):
+            continue
+        args = (tgt, memory, params, h, src_mask)
+        own_layer = students_own(decoder, "decoder_layer")
+        if own_layer is not None:
+            own = quietly(lambda: decoder_variant(*args, layer=own_layer))
+            if own is not None and _close(actual, own):
+                continue  # right, with the student's own (wrong) decoder_layer
+        mistakes = [
+            (dict(causal="none"), "the decoder does not apply the causal mask: pass "
+                                  "causal_mask(T) as self_mask, so that position t cannot see "
+                                  "the later targets"),
+            (dict(causal="upper"), "the causal mask is transposed: it is True on and below the "
+                                   "diagonal (causal_mask(T)), so that position t sees the "
+                                   "targets 0…t, not t…T−1"),
+            (dict(causal="strict"), "the causal mask must be True on the diagonal: position t "
+                                    "may attend to itself (use causal_mask(T))"),
+            (dict(src_mask_on=False), "src_mask does not reach the attention over the memory: pass "
+                                   "it to every layer as memory_mask, reshaped to (B, 1, 1, S)"),
+            (dict(embedding="unscaled"), "the targets are embedded without the factor √d_model: "
+                                         "use embed(tgt_tokens, E), E[tokens] · √d_model + PE"),
+            (dict(embedding="no_position"), "the targets are embedded without the positional "
+                                            "encoding: use embed(tgt_tokens, E), E[tokens] · "
+                                            "√d_model + PE"),
+            (dict(embedding="bare"), "the targets are embedded as E[tokens] alone: use "
+                                     "embed(tgt_tokens, E), E[tokens] · √d_model + PE"),
+            (dict(layers="reversed"), "the layers run in reverse order: apply "
+                                      "params[\"decoder_layers\"] from first to last"),
+            (dict(layers="first"), "only the first layer is applied: apply every layer of "
+                                   "params[\"decoder_layers\"], each to the previous one's "
+                                   "output"),
+            (dict(layers="last"), "only the last layer is applied: apply every layer of "
+                                  "params[\"decoder_layers\"], each to the previous one's output"),
+        ]
+        for options, mistake in mistakes:
+            if options.get("src_mask_on") is False and src_mask is None:
+                continue
+            wrong = quietly(lambda: decoder_variant(*args, **options))
+            if wrong is not None and _close(actual, wrong):
+                check(False, f"on {description}, {mistake}.")
+        check(False, f"{name} is wrong: embed the targets with embed, then apply each layer of "
+                     "params[\"decoder_layers\"] with self_mask=causal_mask(T) and the source "
+                     "mask as memory_mask" + _blame(decoder, ["decoder_layer"]) + ".")
+
+
+def decoder_variant(tgt_tokens, memory, params, num_heads, src_mask=None, *,
+                    layer=reference.decoder_layer, causal="lower", src_mask_on=True,
+                    embedding="embed", layers="all"):
+    """The reference decoder, or one with a known mistake.
+
+    causal: "lower" (the reference), "none", "upper" (transposed) or "strict"
+    (without the diagonal); src_mask: False drops the source mask;
+    embedding: "embed", "unscaled", "no_position" or "bare"; layers: "all",
+    "reversed", "first" or "last".
+    """
+    E = params["embedding"]
+    T, d = np.shape(tgt_tokens)[1], E.shape[1]
+    Y = {"embed": lambda: embed(tgt_tokens, E),
+         "unscaled": lambda: E[tgt_tokens] + sinusoidal_encoding(T, d),
+         "no_position": lambda: E[tgt_tokens] * math.sqrt(d),
+         "bare": lambda: E[tgt_tokens]}[embedding]()
+    self_mask = {"lower": causal_mask(T), "none": None, "upper": causal_mask(T).T,
+                 "strict": np.tril(np.ones((T, T), dtype=bool), -1)}[causal]
+    memory_mask = None if src_mask is None or not src_mask_on else np.asarray(src_mask)[:, None, None, :]
+    stack = list(params["decoder_layers"])
+    stack = {"all": stack, "reversed": stack[::-1], "first": stack[:1], "last": stack[-1:]}[layers]
+    X = Y
+    for layer_params in stack:
+        X = layer(X, memory, layer_params, num_heads, self_mask, memory_mask)
+    return X
+
+
+# -- transformer_logits --------------------------------------------------------------
+
+def check_transformer_logits(transformer_logits):
+    rng = np.random.default_rng(SEED + 2)
+    cases = [  # description, B, S, T, V, d_model, heads, encoder and decoder layers, lengths
+        ("B=2, S=4, T=3, V=d_model=8, 2 heads, 1 encoder and 2 decoder layers, sources of 4 and 2",
+         2, 4, 3, 8, 8, 2, 1, 2, [4, 2]),
+        ("B=3, S=5, T=4, V=11, d_model=8, 4 heads, 2 + 1 layers, sources of 5, 2 and 3",
+         3, 5, 4, 11, 8, 4, 2, 1, [5, 2, 3]),
+        ("B=1, S=3, T=5, V=5, d_model=6, 1 head, 1 + 1 layers, no source mask",
+         1, 3, 5, 5, 6, 1, 1, 1, None),
+    ]
+    for description, B, S, T, V, d, h, n_enc, n_dec, lengths in cases:
+        params = model_params(rng, V, d, 2 * d, n_enc, n_dec)
+        src, tgt = rng.integers(0, V, size=(B, S)), rng.integers(0, V, size=(B, T))
+        src_mask = None if lengths is None else padding_mask(np.array(lengths), S)
+        kwargs = {} if src_mask is None else {"src_mask": src_mask}
+        actual = call(transformer_logits, src, tgt, params, h, **kwargs, on=description)
+        expected = reference.transformer_logits(src, tgt, params, h, src_mask)
+        name = f"the logits on {description}"
+        check_shape(actual, expected.shape, name)
+        check(np.all(np.isfinite(actual)), f"{name} contain inf or NaN.")
+        if _close(actual, expected):
+            continue
+        args = (src, tgt, params, h, src_mask)
+        own_decoder = students_own(transformer_logits, "decoder")
+        if own_decoder is not None:
+            own = quietly(lambda: logits_variant(*args, decoder=own_decoder))
+            if own is not None and _close(actual, own):
+                continue  # right, with the student's own (wrong) decoder
+        shift = expected - expected.max(axis=-1, keepdims=True)
+        log_probabilities = shift - np.log(np.exp(shift).sum(axis=-1, keepdims=True))
+        if _close(actual, np.exp(log_probabilities)):
+            check(False, f"on {description}, these are probabilities: return the logits, "
+                         "decoder output @ E.T, without a softmax.")
+        if _close(actual, log_probabilities):
+            check(False, f"on {description}, these are log-probabilities: return the logits, "
+                         "decoder output @ E.T, without a (log-)softmax.")
+        mistakes = [
+            (dict(output="E"), "the output projection multiplies by E, not by its transpose: "
+                               "logits = decoder output @ E.T, one score per token"),
+            (dict(output="scaled"), "the output projection is E.T alone, without the factor "
+                                    "√d_model of the embedding"),
+            (dict(decoder_mask=False), "the source mask does not reach the decoder: pass "
+                                       "src_mask to decoder as well as to encoder"),
+            (dict(encoder_mask=False), "the source mask does not reach the encoder: pass "
+                                       "src_mask to encoder as well as to decoder"),
+            (dict(encoder_mask=False, decoder_mask=False), "src_mask is ignored: pass it to "
+                                                           "encoder and to decoder"),
+            (dict(memory="embedded"), "the decoder attends over the embedded source: run the "
+                                      "encoder and give its output to the decoder as memory"),
+        ]
+        for options, mistake in mistakes:
+            if src_mask is None and ("decoder_mask" in options or "encoder_mask" in options):
+                continue
+            wrong = quietly(lambda: logits_variant(*args, **options))
+            if wrong is not None and _close(actual, wrong):
+                check(False, f"on {description}, {mistake}.")
+        check(False, f"{name} are wrong: they are decoder(tgt, encoder(src)) @ E.T, with the "
+                     "source mask given to both" + _blame(transformer_logits, ["decoder"]) + ".")
+
+
+def logits_variant(src_tokens, tgt_tokens, params, num_heads, src_mask=None, *,
+                   decoder=reference.decoder, output="E.T", encoder_mask=True,
+                   decoder_mask=True, memory="encoder"):
+    """The reference logits, or logits with a known mistake."""
+    E = params["embedding"]
+    if memory == "encoder":
+        memory = encoder(src_tokens, params, num_heads, src_mask if encoder_mask else None)
+    else:
+        memory = embed(src_tokens, E)
+    out = decoder(tgt_tokens, memory, params, num_heads, src_mask if decoder_mask else None)
+    return {"E.T": lambda: out @ E.T, "E": lambda: out @ E,
+            "scaled": lambda: out @ E.T * math.sqrt(E.shape[1])}[output]()
+
+
+# -- greedy_decode -------------------------------------------------------------------
+
+def copy_problem(lengths, bos_id, eos_id, seed, reverse=False):
+    """Sources for the copy model (or the reverse model): letters, then EOS, then padding.
+
+    Letters are the tokens other than BOS and EOS; `lengths` counts them.
+    """
+    rng = np.random.default_rng(seed)
+    letters = np.array([v for v in range(16) if v not in (bos_id, eos_id)])
+    S = max(lengths) + 1
+    src = np.zeros((len(lengths), S), dtype=int)
+    for b, n in enumerate(lengths):
+        row = list(rng.choice(letters, size=n)) + [eos_id]
+        src[b, :n + 1] = row[::-1] if reverse else row
+        src[b, n + 1:] = rng.choice(letters)  # padding: any token, hidden by the mask
+    model = copy_model(reverse_length=S if reverse else None)
+    return src, model, padding_mask(np.array(lengths) + 1, S)
+
+
+def random_problem(seed, B, S, lengths, V=12, d=8, n_enc=1, n_dec=2):
+    """A random model (small embeddings, so that the tokens depend on the positions)."""
+    rng = np.random.default_rng(seed)
+    params = model_params(rng, V, d, 2 * d, n_enc, n_dec, embedding_scale=0.1)
+    src = rng.integers(0, V, size=(B, S))
+    return src, params, None if lengths is None else padding_mask(np.array(lengths), S)
+
+
+# The random models' seeds were picked so that each known mistake changes their tokens.
+GREEDY_CASES = [  # description, problem, heads, bos_id, eos_id, max_len, pass src_mask
+    ("the copy model of the chapter, on 4 sources of 3, 1, 6 and 12 letters (max_len=9)",
+     lambda: copy_problem([3, 1, 6, 12], 1, 2, SEED), 2, 1, 2, 9, True),
+    ("the copy model with bos_id=7, eos_id=0 and sources of 2, 4 and 3 letters (max_len=10)",
+     lambda: copy_problem([2, 4, 3], 7, 0, SEED + 1), 2, 7, 0, 10, True),
+    ("the reverse model of the chapter, on 3 sources of 5 letters (max_len=8)",
+     lambda: copy_problem([5, 5, 5], 1, 2, SEED + 2, reverse=True), 2, 1, 2, 8, False),
+    ("the copy model with max_len=2, before any row has finished",
+     lambda: copy_problem([3, 4], 1, 2, SEED + 3), 2, 1, 2, 2, True),
+    ("a random model with 2 decoder layers and sources padded to 5, 2 and 3 (max_len=7)",
+     lambda: random_problem(SEED + 61, 3, 5, [5, 2, 3]), 2, 0, 3, 7, True),
+    ("a random model with 3 decoder layers, 4 heads and no source mask (max_len=10)",
+     lambda: random_problem(SEED + 118, 2, 6, None, n_dec=3), 4, 1, 4, 10, False),
+]
+
+
+def check_greedy_decode(greedy_decode):
+    for description, problem, h, bos_id, eos_id, max_len, pass_mask in GREEDY_CASES:
+        src, params, src_mask = problem()
+        if not pass_mask:
+            src_mask = None
+        _check_greedy_case(greedy_decode, description, src, params, h, bos_id, eos_id, max_len,
+                           src_mask, use_cache=False)
+
+
+def check_greedy_decode_cache(greedy_decode):
+    # The random models first: on them each mistake of a cache gives different tokens.
+    cases = [("a random model with 2 decoder layers whose third row finishes after 4 steps",
+              lambda: random_problem(SEED + 25, 3, 5, [5, 2, 3]), 2, 0, 7, 8, True)]
+    cases += GREEDY_CASES[::-1]
+    for description, problem, h, bos_id, eos_id, max_len, pass_mask in cases:
+        src, params, src_mask = problem()
+        if not pass_mask:
+            src_mask = None
+        _check_greedy_case(greedy_decode, description, src, params, h, bos_id, eos_id, max_len,
+                           src_mask, use_cache=True)
+
+
+def _check_greedy_case(greedy_decode, description, src, params, h, bos_id, eos_id, max_len,
+                       src_mask, use_cache):
+    args = (src, params, h, bos_id, eos_id, max_len)
+    kwargs = {} if src_mask is None else {"src_mask": src_mask}
+    if use_cache:
+        actual, counts = _counting_positions(
+            greedy_decode, lambda: call(greedy_decode, *args, **kwargs, use_cache=True,
+                                        on=description))
+    else:
+        actual = call(greedy_decode, *args, **kwargs, on=description)
+    expected = reference.greedy_decode(*args, src_mask=src_mask)
+    B, L = expected.shape
+    what = "with use_cache=True, " if use_cache else ""
+    name = f"the tokens on {description}" + (" with use_cache=True" if use_cache else "")
+    if isinstance(actual, np.ndarray) and actual.ndim == 3:
+        check(False, f"on {description}, {what}greedy_decode returned an array of shape "
+                     f"{actual.shape}: return the token ids (the argmax over the vocabulary at "
+                     "each step), shape (B, L), not logits or probabilities.")
+    check(isinstance(actual, np.ndarray),
+          f"{name} should be a NumPy array of token ids, but they are a {type(actual).__name__}.")
+    if actual.ndim == 2 and not np.issubdtype(actual.dtype, np.integer):
+        integral = np.all(np.isfinite(actual)) and np.array_equal(actual, np.round(actual))
+        check(not integral, f"{name} should be an integer array (token ids), not {actual.dtype}.")
+        check(False, f"on {description}, {what}greedy_decode returned {actual.dtype} numbers "
+                     "that are not token ids: return the argmax of the logits at each step.")
+    check(actual.ndim == 2 and actual.shape[0] == B,
+          f"{name} have shape {actual.shape}, but they should have shape (B, L) with B={B}.")
+    if not _same(actual, expected):
+        if use_cache:
+            _diagnose_cache(greedy_decode, actual, args, src_mask, description)
+        else:
+            _diagnose_greedy(greedy_decode, actual, expected, args, src_mask, description)
+    if use_cache:
+        _check_incremental(counts, description, B, actual.shape[1], src.shape[1],
+                           len(params["encoder_layers"]), len(params["decoder_layers"]))
+
+
+def _diagnose_greedy(greedy_decode, actual, expected, args, src_mask, description):
+    src, params, h, bos_id, eos_id, max_len = args
+    B, L = expected.shape
+    for name in ("decoder", "transformer_logits"):
+        own = students_own(greedy_decode, name)
+        if own is not None:
+            mine = quietly(lambda: greedy_variant(*args, src_mask, **{name: own}))
+            if mine is not None and _same(actual, mine):
+                return  # right, with the student's own (wrong) decoder or logits
+    k = actual.shape[1]
+    if k >= 1 and np.all(actual[:, 0] == bos_id) and k - 1 <= L \
+            and np.array_equal(actual[:, 1:], expected[:, :k - 1]):
+        check(False, f"on {description}, the output starts with BOS: it should hold only the "
+                     "generated tokens, from the first one after BOS.")
+    check(k <= max_len, f"on {description}, greedy_decode produced {k} tokens: at most "
+                        f"max_len={max_len}.")
+    last_only = quietly(lambda: greedy_variant(*args, src_mask, feed="last"))
+    first_read = quietly(lambda: greedy_variant(*args, src_mask, read="first"))
+    if last_only is not None and _same(actual, last_only) and _same(actual, first_read):
+        check(False, f"on {description}, the next token comes from the decoder's output at the "
+                     "last position of the whole prefix (BOS and every token so far).")
+    variants = [
+        (dict(pad=False), "a row that has produced eos_id keeps producing eos_id: fill the rest "
+                          "of a finished row with eos_id"),
+        (dict(feed="last"), "at each step the decoder reads the whole prefix (BOS and every "
+                            "token so far), not only the last token"),
+        (dict(read="first"), "the next token comes from the decoder's output at the last "
+                             "position of the prefix, not at the first"),
+        (dict(mask=False), "src_mask is not passed on: give it to the encoder and the decoder"),
+    ]
+    for options, mistake in variants:
+        if options.get("mask") is False and src_mask is None:
+            continue
+        wrong = quietly(lambda: greedy_variant(*args, src_mask, **options))
+        if wrong is not None and _same(actual, wrong):
+            check(False, f"on {description}, {mistake}.")
+    check_greedy_contract(actual, expected, eos_id, max_len, description)
+    check_shape(actual, expected.shape, f"the tokens on {description}")
+    check(False, f"the tokens on {description} differ from greedy decoding: at each step run "
+                 "the decoder on BOS and the tokens so far, take the argmax of its last "
+                 "position's logits (@ E.T) and append it"
+                 + _blame(greedy_decode, ["decoder", "transformer_logits"]) + ".")
+
+
+def _diagnose_cache(greedy_decode, actual, args, src_mask, description):
+    src, params, h, bos_id, eos_id, max_len = args
+    kwargs = {} if src_mask is None else {"src_mask": src_mask}
+    plain = quietly(lambda: greedy_decode(*args, **kwargs))
+    for name in ("decoder", "transformer_logits"):
+        own = students_own(greedy_decode, name)
+        if own is not None and plain is not None and _same(actual, plain):
+            mine = quietly(lambda: greedy_variant(*args, src_mask, **{name: own}))
+            if mine is not None and _same(plain, mine):
+                return  # the cache reproduces the student's own (wrong) decoder exactly
+    variants = [
+        (dict(forget_past=True), "the cache forgets the past: the newest position must attend "
+                                 "to the keys and values of every position so far, kept from "
+                                 "the earlier steps, not only to its own"),
+        (dict(position_zero=True), "the newest token gets the positional encoding of position "
+                                   "0: embed it at its own position t (the last row of "
+                                   "embed(prefix, E))"),
+        (dict(kv_from="embedding"), "every layer's cached keys and values are computed from the "
+                                    "embedded tokens: each layer caches the keys and values of "
+                                    "its own input"),
+        (dict(cache_memory_mask=False), "the cached decoder ignores src_mask: the attention over "
+                                        "the memory must hide the source's padding"),
+    ]
+    for options, mistake in variants:
+        if options.get("cache_memory_mask") is False and src_mask is None:
+            continue
+        wrong = quietly(lambda: greedy_variant(*args, src_mask, cache=True, **options))
+        if wrong is not None and _same(actual, wrong):
+            check(False, f"on {description}, with use_cache=True {mistake}.")
+    if plain is not None and _same(actual, plain):
+        for options in LOOP_MISTAKES:
+            wrong = quietly(lambda: greedy_variant(*args, src_mask, **options))
+            if wrong is not None and _same(plain, wrong):
+                return  # the cache is right; the decoding loop's mistake is graded in task 4
+        check(False, f"on {description}, greedy_decode gives the same tokens with and without "
+                     "the cache, but they are wrong: fix greedy_decode without the cache first.")
+    check(False, f"on {description}, the tokens with use_cache=True differ from those without "
+                 "the cache: each step must compute exactly what the decoder computes at the "
+                 "newest position of the whole prefix.")
+
+
+# Mistakes of the decoding loop, which a correct cache reproduces: graded by check_greedy_decode.
+LOOP_MISTAKES = [dict(pad=False), dict(stop="first"), dict(stop="any"), dict(stop="never"),
+                 dict(bos=True)]
+
+
+def greedy_variant(src_tokens, params, num_heads, bos_id, eos_id, max_len, src_mask=None, *,
+                   pad=True, stop="all", feed="prefix", read="last", mask=True,
+                   decoder=reference.decoder, transformer_logits=None, cache=False,
+                   forget_past=False, position_zero=False, kv_from="layer",
+                   cache_memory_mask=True, bos=False):
+    """Greedy decoding as the reference does it, or with one known mistake.
+
+    pad: finished rows produce EOS; stop: "all" (the reference), "first",
+    "any" or "never"; feed: "prefix" or "last" (the decoder sees only the
+    last token); read: the logits of the "last" or "first" position;
+    mask: False drops src_mask; decoder, transformer_logits: the functions
+    it calls; cache: decode with a key/value cache, which may forget the past,
+    embed the newest token at position 0, compute every layer's keys and
+    values from the embeddings, or ignore the source mask; bos: keep BOS in
+    the output.
+    """
+    src_mask = src_mask if mask else None
+    E = params["embedding"]
+    memory = encoder(src_tokens, params, num_heads, src_mask)
+    B = memory.shape[0]
+    prefix = np.full((B, 1), bos_id)
+    finished = np.zeros(B, dtype=bool)
+    step = None
+    if cache:
+        step = _cached_decoder(memory, params, num_heads,
+                               src_mask if cache_memory_mask else None,
+                               forget_past=forget_past, position_zero=position_zero,
+                               kv_from=kv_from)
+    for _ in range(max_len):
+        seen = prefix if feed == "prefix" else prefix[:, -1:]
+        if step is not None:
+            last = step(prefix) @ E.T
+        elif transformer_logits is not None:
+            last = transformer_logits(src_tokens, seen, params, num_heads, src_mask)
+            last = last[:, -1 if read == "last" else 0]
+        else:
+            out = decoder(seen, memory, params, num_heads, src_mask)
+            last = out[:, -1 if read == "last" else 0] @ E.T
+        token = np.argmax(last, axis=-1)
+        if pad:
+            token = np.where(finished, eos_id, token)
+        prefix = np.concatenate([prefix, token[:, None]], axis=1)
+        finished |= token == eos_id
+        if {"all": finished.all(), "first": finished[0], "any": finished.any(),
+                "never": False}[stop]:
+            break
+    return prefix if bos else prefix[:, 1:]
+
+
+def _cached_decoder(memory, params, num_heads, src_mask, *, forget_past, position_zero, kv_from):
+    """step(prefix) -> the decoder's output (B, d_model) at the last position, with a cache."""
+    memory_mask = None if src_mask is None else np.asarray(src_mask)[:, None, None, :]
+    layers = params["decoder_layers"]
+
+    def heads(X, attn, n):
+        B, T, d = X.shape
+        Z = X @ attn[f"W_{n}"] + attn[f"b_{n}"]
+        return Z.reshape(B, T, num_heads, d // num_heads).transpose(0, 2, 1, 3)
+
+    def attend(x, attn, keys, values, mask=None):
+        context, _ = scaled_dot_product_attention(heads(x, attn, "q"), keys, values, mask)
+        B, _, T, _ = context.shape
+        return context.transpose(0, 2, 1, 3).reshape(B, T, -1) @ attn["W_o"] + attn["b_o"]
+
+    memory_kv = [(heads(memory, L["cross_attn"], "k"), heads(memory, L["cross_attn"], "v"))
+                 for L in layers]
+    cache = [{"k": None, "v": None} for _ in layers]
+
+    def step(prefix):
+        E = params["embedding"]
+        if position_zero:
+            x = embed(prefix[:, -1:], E)
+        else:
+            x = embed(prefix, E)[:, -1:]
+        first = x
+        for L, c, (mk, mv) in zip(layers, cache, memory_kv):
+            source = first if kv_from == "embedding" else x
+            for n in ("k", "v"):
+                new = heads(source, L["self_attn"], n)
+                c[n] = new if c[n] is None or forget_past else np.concatenate([c[n], new], axis=2)
+            x = layer_norm(x + attend(x, L["self_attn"], c["k"], c["v"]), **L["norm1"])
+            x = layer_norm(x + attend(x, L["cross_attn"], mk, mv, memory_mask), **L["norm2"])
+            x = layer_norm(x + position_wise_ffn(x, L["ffn"]), **L["norm3"])
+        return x[:, 0]
+
+    return step
+
+
+# What the given and earlier functions are called with, while greedy_decode runs with the cache:
+# name -> (the argument that holds the positions, whether it holds tokens (B, T) or vectors (..., d)).
+COUNTED = {"decoder": (0, "tokens"), "transformer_logits": (1, "tokens"),
+           "decoder_layer": (0, "vectors"), "multi_head_attention": (0, "vectors"),
+           "layer_norm": (0, "vectors"), "position_wise_ffn": (0, "vectors")}
+
+
+def _counting_positions(function, run):
+    """(run(), {name: positions}) for the functions of COUNTED that `function` sees.
+
+    The functions are replaced, in the namespace where `function` was defined
+    (the notebook), by ones that count the positions they are given, and put
+    back afterwards. A name `function` does not see is not counted.
+    """
+    namespace = getattr(function, "__globals__", None)
+    if not isinstance(namespace, dict):
+        return run(), {}
+    originals = {name: namespace[name] for name in COUNTED
+                 if callable(namespace.get(name)) and namespace[name] is not function}
+    counts = dict.fromkeys(originals, 0)
+
+    def counting(name, original):
+        where, kind = COUNTED[name]
+
+        def counted(*args, **kwargs):
+            if len(args) > where:
+                shape = np.shape(args[where])
+                counts[name] += int(np.prod(shape if kind == "tokens" else shape[:-1]))
+            return original(*args, **kwargs)
+        return counted
+
+    namespace.update({name: counting(name, original) for name, original in originals.items()})
+    try:
+        result = run()
+    finally:
+        namespace.update(originals)
+    return result, counts
+
+
+def _check_incremental(counts, description, B, steps, S, n_enc, n_dec):
+    """Fail when some function saw as many positions as recomputing the prefix at every step."""
+    if steps < 5:
+        return
+    per_step = {"decoder": 1, "transformer_logits": 1, "decoder_layer": n_dec,
+                "multi_head_attention": 2 * n_dec, "layer_norm": 3 * n_dec,
+                "position_wise_ffn": n_dec}
+    in_encoder = {"multi_head_attention": n_enc, "layer_norm": 2 * n_enc,
+                  "position_wise_ffn": n_enc}
+    for name, positions in counts.items():
+        allowed = B * S * in_encoder.get(name, 0) + 1.5 * B * steps * per_step[name]
+        check(positions <= allowed,
+              f"on {description}, with use_cache=True greedy_decode passed {positions} "
+              f"positions to {name} to produce {steps} tokens for {B} rows, as if recomputing the whole "
+              "prefix at every step: keep each layer's keys and values and run each step on "
+              "the newest position only.")
+
+
+# -- helpers -------------------------------------------------------------------------
+
+def _close(actual, expected):
+    return np.shape(actual) == np.shape(expected) and np.allclose(actual, expected,
+                                                                 rtol=1e-6, atol=1e-9)
+
+
+def _same(actual, expected):
+    return np.shape(actual) == np.shape(expected) and np.array_equal(actual, expected)
+
+
+def _blame(function, names):
+    """" (your x is wrong ...)" naming an earlier task beside `function` that is wrong, or ""."""
+    own = getattr(function, "__name__", "your function")
+    for name in names:
+        earlier = students_own(function, name)
+        if earlier is not None and not _works(name, earlier):
+            return f" (your {name} is wrong and {own} may be using it: fix {name} first)"
+    return ""
+
+
+def _works(name, function):
+    """Whether the student's earlier function `name` agrees with the reference on a probe."""
+    rng = np.random.default_rng(SEED + 9)
+    params = model_params(rng, 7, 8, 16, 1, 2)
+    src, tgt = rng.integers(0, 7, size=(2, 4)), rng.integers(0, 7, size=(2, 3))
+    src_mask = padding_mask(np.array([4, 2]), 4)
+    memory = reference.encoder(src, params, 2, src_mask)
+    if name == "decoder_layer":
+        args = (rng.normal(size=(2, 3, 8)), memory, params["decoder_layers"][0], 2,
+                causal_mask(3), src_mask[:, None, None, :])
+    elif name == "decoder":
+        args = (tgt, memory, params, 2, src_mask)
+    else:
+        args = (src, tgt, params, 2, src_mask)
+    expected = getattr(reference, name)(*args)
+    return _close(quietly(lambda: function(*args)), expected)
