@@ -19,22 +19,13 @@ from solutions.rnn_encoder_decoder import encode, gru_cell, rnn_cell
 
 from .checking import check, check_close, check_shape
 from .harness import call
+from .rnn_encoder_decoder import cell_params
 
 SEED = 20140901  # "Neural machine translation by jointly learning to align and translate", arXiv v1
 CELLS = {"rnn": rnn_cell, "gru": gru_cell}
 
 
 # -- random inputs ---------------------------------------------------------------
-
-def _cell_params(rng, cell, d_in, d_h):
-    gates = "h" if cell == "rnn" else "zrh"
-    params = {}
-    for gate in gates:
-        params[f"W_x{gate}"] = rng.normal(size=(d_in, d_h)) / np.sqrt(d_in)
-        params[f"W_h{gate}"] = rng.normal(size=(d_h, d_h)) / np.sqrt(d_h)
-        params[f"b_{gate}"] = 0.3 * rng.normal(size=d_h)
-    return params
-
 
 def _attention_params(rng, d_s, d_h, d_a):
     return {"W_a": rng.normal(size=(d_s, d_a)) / np.sqrt(d_s),
@@ -64,8 +55,8 @@ def check_bidirectional_encode(bidirectional_encode):
     for description, (B, T, d_in, d_h), cell in cases:
         kind = cell or "gru"
         X = rng.normal(size=(B, T, d_in))
-        params_fwd = _cell_params(rng, kind, d_in, d_h)
-        params_bwd = _cell_params(rng, kind, d_in, d_h)
+        params_fwd = cell_params(rng, kind, d_in, d_h, bias_scale=0.3)
+        params_bwd = cell_params(rng, kind, d_in, d_h, bias_scale=0.3)
         if cell is None:
             actual = call(bidirectional_encode, X, params_fwd, params_bwd, on=description)
         else:
@@ -297,7 +288,7 @@ def check_bahdanau_decode_step(bahdanau_decode_step):
         y_prev, s_prev = rng.normal(size=(B, d_emb)), rng.normal(size=(B, d_s))
         H = rng.normal(size=(B, T, d_h))
         params = {"attention": _attention_params(rng, d_s, d_h, 4),
-                  "cell": _cell_params(rng, kind, d_emb + d_h, d_s)}
+                  "cell": cell_params(rng, kind, d_emb + d_h, d_s, bias_scale=0.3)}
         mask = None if lengths is None else _mask(lengths, T)
         kwargs = {} if mask is None else {"mask": mask}
         if cell is not None:

@@ -26,7 +26,7 @@ import numpy as np
 from solutions import rnn_encoder_decoder as reference
 
 from .checking import check, check_close, check_shape
-from .harness import call, quietly, students_own
+from .harness import blame, call, quietly, students_own
 
 SEED = 20140603  # Cho et al.'s "Learning phrase representations..." appeared on arXiv
 
@@ -38,13 +38,13 @@ CELLS = ("rnn", "gru")
 
 # -- inputs ------------------------------------------------------------------
 
-def cell_params(rng, cell, d_in, d_h):
+def cell_params(rng, cell, d_in, d_h, bias_scale=0.5):
     """Random parameters of an "rnn" or "gru" cell, with nonzero biases."""
     params = {}
     for gate in ("h",) if cell == "rnn" else ("z", "r", "h"):
         params[f"W_x{gate}"] = rng.normal(size=(d_in, d_h)) / np.sqrt(d_in)
         params[f"W_h{gate}"] = rng.normal(size=(d_h, d_h)) / np.sqrt(d_h)
-        params[f"b_{gate}"] = 0.5 * rng.normal(size=d_h)
+        params[f"b_{gate}"] = bias_scale * rng.normal(size=d_h)
     return params
 
 
@@ -237,7 +237,7 @@ def _check_encode_case(encode, description, X, params, cell, pass_cell):
                          "state: start from h = 0.")
         check_close(H, expected_H, f"H on {description}",
                     "H[:, t] should be cell(x_t, H[:, t−1]), starting from a zero state"
-                    + _blame(encode, [f"{cell}_cell"]))
+                    + blame(encode, [f"{cell}_cell"], _works))
     check_shape(h_T, expected_h_T.shape, f"h_T on {description}")
     if T > 1 and not _close(h_T, expected_h_T) and _close(h_T, expected_H[:, 0]):
         check(False, f"on {description}, h_T should be the last state H[:, -1], not the first.")
@@ -302,7 +302,7 @@ def check_decode_step(decode_step):
             _diagnose(actual, mistakes, f"on {description}, ")
         check_close(actual, expected, name,
                     "it should be cell(concatenate([y_prev, context], -1), s_prev)"
-                    + _blame(decode_step, [f"{cell}_cell"]))
+                    + blame(decode_step, [f"{cell}_cell"], _works))
 
 
 # -- greedy_decode ---------------------------------------------------------------------
@@ -376,7 +376,7 @@ def _check_greedy_case(greedy_decode, description, X, params, bos_id, eos_id, ma
     check_shape(actual, expected.shape, name)
     check(False, f"{name} differ from greedy decoding: at each step take the argmax of "
                  "s_t @ W_out + b_out and feed its embedding back"
-                 + _blame(greedy_decode, ["encode", "decode_step", f"{cell}_cell"]) + ".")
+                 + blame(greedy_decode, ["encode", "decode_step", f"{cell}_cell"], _works) + ".")
 
 
 def greedy_variant(X, params, bos_id, eos_id, max_len, cell, *, start="context", feed="previous",
@@ -425,15 +425,6 @@ def _diagnose(actual, mistakes, where):
         if _close(actual, wrong):
             check(False, f"{where}{mistake}.")
 
-
-def _blame(function, names):
-    """" (your x is wrong ...)" naming an earlier task beside `function` that is wrong, or ""."""
-    own = getattr(function, "__name__", "your function")
-    for name in names:
-        earlier = students_own(function, name)
-        if earlier is not None and not _works(name, earlier):
-            return f" (your {name} is wrong and {own} may be using it: fix {name} first)"
-    return ""
 
 
 def _works(name, function):

@@ -35,7 +35,7 @@ from solutions.scaled_dot_product import causal_mask, padding_mask, scaled_dot_p
 from solutions.transformer_encoder import embed, encoder, layer_norm, position_wise_ffn
 
 from .checking import check, check_shape
-from .harness import call, quietly, students_own
+from .harness import blame, call, quietly, students_own
 from .rnn_encoder_decoder import check_greedy_contract
 
 SEED = 170603762  # arXiv 1706.03762, "Attention is all you need"
@@ -325,7 +325,7 @@ def check_decoder(decoder):
                 check(False, f"on {description}, {mistake}.")
         check(False, f"{name} is wrong: embed the targets with embed, then apply each layer of "
                      "params[\"decoder_layers\"] with self_mask=causal_mask(T) and the source "
-                     "mask as memory_mask" + _blame(decoder, ["decoder_layer"]) + ".")
+                     "mask as memory_mask" + blame(decoder, ["decoder_layer"], _works) + ".")
 
 
 def decoder_variant(tgt_tokens, memory, params, num_heads, src_mask=None, *,
@@ -414,7 +414,7 @@ def check_transformer_logits(transformer_logits):
             if wrong is not None and _close(actual, wrong):
                 check(False, f"on {description}, {mistake}.")
         check(False, f"{name} are wrong: they are decoder(tgt, encoder(src)) @ E.T, with the "
-                     "source mask given to both" + _blame(transformer_logits, ["decoder"]) + ".")
+                     "source mask given to both" + blame(transformer_logits, ["decoder"], _works) + ".")
 
 
 def logits_variant(src_tokens, tgt_tokens, params, num_heads, src_mask=None, *,
@@ -575,7 +575,7 @@ def _diagnose_greedy(greedy_decode, actual, expected, args, src_mask, descriptio
     check(False, f"the tokens on {description} differ from greedy decoding: at each step run "
                  "the decoder on BOS and the tokens so far, take the argmax of its last "
                  "position's logits (@ E.T) and append it"
-                 + _blame(greedy_decode, ["decoder", "transformer_logits"]) + ".")
+                 + blame(greedy_decode, ["decoder", "transformer_logits"], _works) + ".")
 
 
 def _diagnose_cache(greedy_decode, actual, args, src_mask, description):
@@ -779,15 +779,6 @@ def _close(actual, expected):
 def _same(actual, expected):
     return np.shape(actual) == np.shape(expected) and np.array_equal(actual, expected)
 
-
-def _blame(function, names):
-    """" (your x is wrong ...)" naming an earlier task beside `function` that is wrong, or ""."""
-    own = getattr(function, "__name__", "your function")
-    for name in names:
-        earlier = students_own(function, name)
-        if earlier is not None and not _works(name, earlier):
-            return f" (your {name} is wrong and {own} may be using it: fix {name} first)"
-    return ""
 
 
 def _works(name, function):

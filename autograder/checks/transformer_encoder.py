@@ -28,7 +28,7 @@ from solutions.positional_encoding import sinusoidal_encoding
 from solutions.scaled_dot_product import causal_mask, padding_mask
 
 from .checking import CheckFailed, check, check_shape
-from .harness import call, quietly
+from .harness import broken_earlier, call, quietly
 
 SEED = 20170612  # the day "Attention is all you need" appeared on arXiv
 
@@ -550,12 +550,11 @@ def _blame(function, names, description):
     A later task calls the earlier ones: when one of them is wrong, that, not the
     later function, is what to fix first.
     """
-    own = getattr(function, "__name__", "your function")
-    for name in names:
-        earlier = getattr(function, "__globals__", {}).get(name)
-        if callable(earlier) and earlier is not function and not _works(name, earlier):
-            check(False, f"On {description}, {own} is wrong, and so is your {name}, which "
-                         f"{own} may be using: make the checks of {name} pass first.")
+    name = broken_earlier(function, names, _works)
+    if name is not None:
+        own = getattr(function, "__name__", "your function")
+        check(False, f"On {description}, {own} is wrong, and so is your {name}, which "
+                     f"{own} may be using: make the checks of {name} pass first.")
 
 
 def _works(name, function):
