@@ -1,52 +1,55 @@
-"""`python -m autograder grade SUBMISSIONS --out OUT [--workers N]`.
+"""`python -m autograder grade SUBMISSIONS --out OUT [--workers N] [--shard I/N]` and `merge`.
 
-Each submission is graded by nbgrader (autograde, then generate_feedback) in
-a course directory of its own, copied from a template prepared once per run,
-so that one broken submission can neither stop the batch nor touch another
-student's gradebook. Scores come from nbgrader's gradebook; the one-sentence
-reason of each failed check comes from the autograded notebook.
+Every point is decided outside the student's process. For each submission:
 
-Outputs, written atomically (a file is complete or absent):
-  OUT/grades.csv   student_id,assignment,score,max_score,status
-  OUT/details.csv  student_id,assignment,check,score,max_score,message
-  OUT/feedback/<student_id>/<assignment>.html
+1. the notebook is read and fitted onto the released assignment
+   (`assignment.fit`: check cells as released, structure problems noted);
+2. its cells run in a bubblewrap sandbox (`sandbox.Sandbox`): the student's
+   code, and the visible checks, whose results only ever take points away;
+3. the hidden checks run here, in the grader, on inputs drawn from a secret
+   seed; they call the student's functions through proxies that send plain
+   data to the sandbox and get plain data back, and compare with the
+   reference (`autograder/checks/`).
+
+Submissions are graded in parallel by worker processes. Each finished
+submission is written at once, atomically, to OUT/results/<student>/<assignment>.json
+and its feedback page, so an interrupted run loses nothing and a re-run
+grades only what is new or changed (same notebook, same grader: same result).
+grades.csv, details.csv and summary.html are rebuilt from OUT/results at the
+end of every run and by `merge`, which combines the OUT folders of shards.
 """
 
-import csv
-import html
-import io
+import hashlib
+import hmac
+import json
+import multiprocessing
 import os
-import re
+import secrets
 import shutil
-import stat
-import subprocess
 import sys
 import tempfile
-import zipfile
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import nbformat
-from nbgrader.api import Gradebook
 
-from .course import SOURCE, assignments, make_course_dir, nbgrader
-from .preprocessors import cell_message
+from . import assignment as assignments_
+from . import report
+from .flags import flags
+from .checks import harness
+from .checks.checking import CheckFailed
+from .collect import LMS_PATTERN, MAX_NOTEBOOK_BYTES, Submission, collect, unpack
+from .course import ROOT, assignments
+from .messages import failure_message
+from .sandbox import Limits, Sandbox, SandboxStopped, check_available
 
-# Student ids become folder names: letters, digits and a few separators only.
-STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,99}$")
-SUBMISSION_TIMEOUT = 600  # seconds for a whole notebook (a cell has Execute.timeout)
-MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
-
-GRADES_COLUMNS = ["student_id", "assignment", "score", "max_score", "status"]
-DETAILS_COLUMNS = ["student_id", "assignment", "check", "score", "max_score", "message"]
-
-
-@dataclass
-class Submission:
-    student_id: str
-    assignment: str
-    path: Path
+# A submission's status: `graded`, or the worst thing that happened to it.
+STATUSES = ["missing", "unreadable", "crashed", "timeout", "resource-limit", "invalid-structure", "graded"]
+RESTARTS = 2  # times a sandbox that died during the hidden checks is started again
+# Sandboxes run as an ordinary user of their own: BASE_UID + the grading process's id (mod
+# UID_RANGE), so that concurrent workers, and concurrent batches, count their processes apart.
+BASE_UID, UID_RANGE = 100_000, 100_000
 
 
 @dataclass
@@ -59,9 +62,13 @@ class Check:
 
 @dataclass
 class Result:
-    submission: Submission
+    student_id: str
+    assignment: str
     status: str
-    checks: list = field(default_factory=list)
+    checks: list
+    notes: list = field(default_factory=list)  # what happened, for the instructor and the student
+    fingerprint: str = ""
+    flags: list = field(default_factory=list)  # what the code does to the grading, for the instructor
 
     @property
     def score(self):
@@ -71,232 +78,282 @@ class Result:
     def max_score(self):
         return sum(c.max_score for c in self.checks)
 
+    def to_json(self):
+        return json.dumps(asdict(self), indent=1, ensure_ascii=False)
 
-def grade(submissions, out, workers=None, log=None):
-    """Grade every submission under `submissions` (a folder or a .zip) into `out`."""
+    @classmethod
+    def from_json(cls, text):
+        data = json.loads(text)
+        return cls(**{**data, "checks": [Check(**c) for c in data["checks"]]})
+
+
+# -- the batch -------------------------------------------------------------------
+
+def grade(submissions, out, workers=None, shard=None, secret=None, limits=Limits(), log=None,
+          lms_pattern=None):
+    """Grade every submission under `submissions` (a folder or a .zip) into `out`.
+
+    `shard` = (i, n) grades only the students of share i of n (1-based).
+    Returns the results of this run; OUT holds those of earlier runs too.
+    """
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
+    check_available()
     out = Path(out)
-    workers = workers or os.cpu_count() or 1
+    out.mkdir(parents=True, exist_ok=True)
+    key = _secret_key(Path(secret) if secret else out / "secret.key")
+    version = _grader_version(limits)
     with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
-        tmp = Path(tmp)
-        folder = _unpack(Path(submissions), tmp / "unpacked", log)
-        batch = _collect(folder, log)
-        names = [name for name in assignments() if any(s.assignment == name for s in batch)]
-        template = _prepare_template(tmp / "template", names)
-        checks = {name: _checks_of(name) for name in names}
-        done = []
-
-        def grade_and_report(submission):
-            feedback = out / "feedback" / submission.student_id / f"{submission.assignment}.html"
-            result = _grade_one(submission, template, checks[submission.assignment], tmp, feedback)
-            done.append(result)
-            log(f"[{len(done)}/{len(batch)}] {submission.student_id} {submission.assignment}: "
-                f"{result.status} {_number(result.score)}/{_number(result.max_score)}")
-            return result
-
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            results = list(pool.map(grade_and_report, batch))
-    _write_outputs(out, results)
+        folder = unpack(Path(submissions), Path(tmp) / "unpacked", log)
+        found = collect(folder, set(assignments()), log, lms_pattern or LMS_PATTERN)
+        students = sorted({s.student_id for s in found})
+        names = [name for name in assignments() if any(s.assignment == name for s in found)]
+        if shard:
+            students = [s for s in students if in_shard(s, *shard)]
+        by_key = {(s.student_id, s.assignment): s for s in found}
+        todo, results = [], []
+        for student in students:
+            for name in names:
+                submission = by_key.get((student, name)) or Submission(student, name, None)
+                fingerprint = _fingerprint(submission, version)
+                earlier = _earlier_result(out, submission, fingerprint)
+                if earlier:
+                    results.append(earlier)
+                else:
+                    todo.append((submission, fingerprint))
+        if results:
+            log(f"{len(results)} submissions already graded by this grader in {out}: kept")
+        results += _grade_all(todo, out, key, limits, workers or os.cpu_count() or 1, log)
+    write_reports(out)
     return results
 
 
-# -- input -----------------------------------------------------------------
-
-def _unpack(path, destination, log):
-    """The folder of submissions: `path` itself, or a zip extracted safely."""
-    if path.is_dir():
-        return path
-    if not zipfile.is_zipfile(path):
-        raise ValueError(f"{path} is neither a folder nor a .zip of submissions")
-    destination.mkdir(parents=True)
-    with zipfile.ZipFile(path) as archive:
-        for member in archive.infolist():
-            parts = Path(member.filename).parts
-            is_link = stat.S_ISLNK(member.external_attr >> 16)
-            if member.is_dir():
-                continue
-            if is_link or member.filename.startswith("/") or ".." in parts or not parts:
-                log(f"skipped {member.filename!r} in {path.name}: not a plain relative file")
-                continue
-            if member.file_size > MAX_NOTEBOOK_BYTES:
-                log(f"skipped {member.filename!r} in {path.name}: larger than {MAX_NOTEBOOK_BYTES} bytes")
-                continue
-            target = destination.joinpath(*parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(member) as source, open(target, "wb") as sink:
-                shutil.copyfileobj(source, sink)
-    # A zip of the folder itself holds one top folder around the student folders.
-    entries = list(destination.iterdir())
-    if len(entries) == 1 and entries[0].is_dir() and not any(entries[0].glob("*.ipynb")):
-        return entries[0]
-    return destination
+def in_shard(student_id, index, count):
+    """Whether `student_id` belongs to share `index` (1-based) of `count`: stable everywhere."""
+    digest = hashlib.sha256(student_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % count == index - 1
 
 
-def _collect(folder, log):
-    """Submissions `<student_id>/<assignment>.ipynb` under `folder`; the rest is reported."""
-    known = set(assignments())
-    batch = []
-    for student_dir in sorted(folder.iterdir()):
-        if student_dir.is_symlink() or not student_dir.is_dir():
-            log(f"skipped {student_dir.name!r}: not a student folder")
-            continue
-        if not STUDENT_ID.match(student_dir.name):
-            log(f"skipped {student_dir.name!r}: not a valid student id")
-            continue
-        for path in sorted(student_dir.iterdir()):
-            assignment = path.stem if path.suffix == ".ipynb" else None
-            if assignment not in known or path.is_symlink() or not path.is_file():
-                log(f"skipped {student_dir.name}/{path.name}: not <assignment>.ipynb "
-                    f"for one of {sorted(known)}")
-                continue
-            batch.append(Submission(student_dir.name, assignment, path))
-    return batch
+def _grade_all(todo, out, key, limits, workers, log):
+    progress = report.Progress(len(todo), log)
+    results = []
+    if workers == 1 or len(todo) <= 1:
+        for submission, fingerprint in todo:
+            try:
+                result = grade_one(submission, fingerprint, out, key, limits)
+            except Exception as error:  # the grader itself failed: report it, go on
+                result = _not_graded(submission, "crashed", f"the grader failed on it ({error})", out)
+            results.append(result)
+            progress.update(result)
+    else:
+        context = multiprocessing.get_context("fork")  # workers start as copies: nothing to import
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            futures = {pool.submit(grade_one, s, f, out, key, limits): s for s, f in todo}
+            for future in as_completed(futures):
+                try:
+                    result = future.result()
+                except Exception as error:  # the grader itself failed: report it, go on
+                    submission = futures[future]
+                    result = _not_graded(submission, "crashed", f"the grader failed on it ({error})", out)
+                results.append(result)
+                progress.update(result)
+    progress.close()
+    return results
 
 
-# -- grading ---------------------------------------------------------------
+# -- one submission ----------------------------------------------------------------
 
-def _prepare_template(root, names):
-    """A course directory whose gradebook knows every assignment of the batch."""
-    course = make_course_dir(root, names)
-    for name in names:
-        result = nbgrader(course, "generate_assignment", name, "--force")
-        if result.returncode != 0:
-            raise RuntimeError(f"nbgrader generate_assignment {name} failed:\n{result.stderr}")
-    return course
-
-
-def _checks_of(name):
-    """The graded cells of an assignment, in notebook order: [(grade_id, points)]."""
-    notebook = nbformat.read(SOURCE / name / f"{name}.ipynb", as_version=4)
-    return [(meta["grade_id"], float(meta["points"]))
-            for meta in (c.metadata.get("nbgrader", {}) for c in notebook.cells)
-            if meta.get("grade")]
-
-
-def _grade_one(submission, template, checks, tmp, feedback_path):
-    """Grade one submission, write its feedback page to `feedback_path`, return its result."""
-    def not_graded(status, reason):
-        return _not_graded(submission, checks, feedback_path, status, reason)
-
+def grade_one(submission, fingerprint, out, key, limits=Limits()):
+    """Grade one submission; write its result and feedback into `out`; return the result."""
+    if submission.path is None:
+        return _not_graded(submission, "missing", "no notebook was handed in", out, fingerprint)
     try:
         if submission.path.stat().st_size > MAX_NOTEBOOK_BYTES:
-            return not_graded("unreadable", f"the file is larger than {MAX_NOTEBOOK_BYTES} bytes")
+            raise ValueError(f"larger than {MAX_NOTEBOOK_BYTES} bytes")
         notebook = nbformat.read(submission.path, as_version=4)
         nbformat.validate(notebook)
     except Exception as error:  # invalid JSON, not a notebook, empty, unreadable
-        return not_graded("unreadable", f"the file is not a valid notebook ({_first_line(error)})")
+        reason = f"the file is not a valid notebook ({_first_line(error)})"
+        return _not_graded(submission, "unreadable", reason, out, fingerprint)
 
-    course = tmp / "courses" / f"{submission.student_id}--{submission.assignment}"
-    shutil.copytree(template, course)
+    spec = assignments_.load(submission.assignment)
+    cells, problems = assignments_.fit(spec, notebook)
+    released = {cell.source for cell in spec.cells}
+    flagged = flags([cell.source for cell in notebook.cells
+                     if cell.cell_type == "code" and cell.source not in released])
+    code = [(str(i), cell.source) for i, cell in enumerate(cells) if cell.cell_type == "code"]
+    sandbox = Sandbox(code, limits, uid=BASE_UID + os.getpid() % UID_RANGE)
+    harness.SECRET = _seed(key, fingerprint)
     try:
-        return _autograde(submission, course, checks, feedback_path)
+        try:
+            outputs = {output["id"]: output for output in sandbox.run()}
+        except SandboxStopped as stop:
+            return _not_graded(submission, stop.status, stop.reason, out, fingerprint, problems, flagged)
+        visible = {assignments_.grade_id(cell): outputs.get(str(i)) for i, cell in enumerate(cells)}
+        checks, restarts = [], 0
+        for test in spec.tests:
+            if not sandbox.alive and restarts < RESTARTS:
+                sandbox, restarts = _restart(sandbox), restarts + 1
+            checks.append(_run_test(test, visible.get(test.grade_id), sandbox))
     finally:
-        shutil.rmtree(course, ignore_errors=True)  # a batch of thousands must not fill the disk
+        sandbox.close()
+        harness.SECRET = None
+    statuses = [status for status, _ in sandbox.events] + ["invalid-structure"] * bool(problems)
+    status = min(statuses, key=STATUSES.index, default="graded")
+    notes = problems + [reason for _, reason in sandbox.events]
+    result = Result(submission.student_id, submission.assignment, status, checks, notes, fingerprint, flagged)
+    _save(out, result, report.feedback_html(result, cells, outputs))
+    return result
 
 
-def _autograde(submission, course, checks, feedback_path):
-    """nbgrader autograde and generate_feedback on `submission` in `course`."""
-    student, name = submission.student_id, submission.assignment
-
-    def not_graded(status, reason, graded=None):
-        return _not_graded(submission, checks, feedback_path, status, reason, graded)
-
-    submitted = course / "submitted" / student / name
-    submitted.mkdir(parents=True)
-    shutil.copy(submission.path, submitted / f"{name}.ipynb")
+def _restart(sandbox):
+    """A fresh sandbox for the remaining checks: the last one died or was stopped."""
+    sandbox.close()
+    fresh = Sandbox(sandbox.cells, sandbox.limits, sandbox.uid)
+    fresh.events, fresh.deadline = sandbox.events, sandbox.deadline  # no new time
     try:
-        result = nbgrader(course, "autograde", name, "--student", student, "--force",
-                          timeout=SUBMISSION_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        return not_graded("timeout", f"grading took longer than {SUBMISSION_TIMEOUT} s")
-    autograded = course / "autograded" / student / name / f"{name}.ipynb"
-    if result.returncode != 0 or not autograded.is_file():
-        return not_graded("crashed", _nbgrader_error(result.stderr))
-
-    scores = _scores(course, name, student)
-    messages = _messages(nbformat.read(autograded, as_version=4))
-    graded = [Check(check, scores.get(check, 0.0), points,
-                    messages.get(check, "") if scores.get(check, 0.0) < points else "")
-              for check, points in checks]
-    feedback = nbgrader(course, "generate_feedback", name, "--student", student, "--force")
-    feedback_file = course / "feedback" / student / name / f"{name}.html"
-    if feedback.returncode != 0 or not feedback_file.is_file():
-        return not_graded("crashed", "its feedback could not be generated", graded)
-    _write_atomic(feedback_path, feedback_file.read_text())
-    return Result(submission, "graded", graded)
+        fresh.run()
+    except SandboxStopped:
+        pass  # recorded in its events; the remaining checks are not graded
+    return fresh
 
 
-def _not_graded(submission, checks, feedback_path, status, reason, graded=None):
-    """The result of a submission that could not be graded, and its feedback page."""
-    _write_atomic(feedback_path, _not_graded_html(submission, status, reason))
-    return Result(submission, status, graded or
-                  [Check(check, 0.0, points, f"not graded: {reason}") for check, points in checks])
+def _run_test(test, visible, sandbox):
+    """The Check of one check cell: its visible part ran in the sandbox, its hidden part runs here."""
+    def failed(message):
+        return Check(test.grade_id, 0.0, test.points, message)
+
+    if visible is None:
+        return failed("not graded: the notebook stopped before this check ran")
+    if visible["error"] is not None:
+        return failed(failure_message(visible["error"]))
+    if not sandbox.alive:
+        return failed("not graded: the notebook's process had stopped before this check ran")
+    namespace = dict(sandbox.functions)
+    try:
+        exec(compile(test.hidden, f"<hidden checks of {test.grade_id}>", "exec"), namespace)
+    except CheckFailed as failure:
+        return failed(str(failure))
+    except SandboxStopped as stop:
+        return failed(f"not graded: {stop.reason}")
+    except NameError as error:
+        name = getattr(error, "name", None) or str(error)
+        return failed(f"{name} is not defined in the notebook (was its cell deleted or renamed, "
+                      "or did it fail to run?)")
+    except Exception as error:  # the student's result broke a check: it is not right
+        return failed(f"{type(error).__name__}: {_first_line(error)}")
+    return Check(test.grade_id, test.points, test.points)
 
 
-def _scores(course, name, student):
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        notebook = gradebook.find_submission_notebook(name, name, student)
-        return {grade.name: float(grade.score) for grade in notebook.grades}
+def _not_graded(submission, status, reason, out, fingerprint="", notes=(), flagged=()):
+    spec = assignments_.load(submission.assignment)
+    checks = [Check(t.grade_id, 0.0, t.points, f"not graded: {reason}") for t in spec.tests]
+    result = Result(submission.student_id, submission.assignment, status, checks,
+                    [*notes, reason], fingerprint, list(flagged))
+    _save(out, result, report.not_graded_html(result, reason))
+    return result
 
 
-def _messages(notebook):
-    """grade_id -> why the check cell lost its points, from its outputs."""
-    return {cell.metadata["nbgrader"]["grade_id"]: cell_message(cell)
-            for cell in notebook.cells
-            if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade")}
+def _save(out, result, feedback):
+    """Write the feedback page, then the result: a result on disk always has its page."""
+    write_atomic(out / "feedback" / result.student_id / f"{result.assignment}.html", feedback)
+    write_atomic(_result_path(out, result.student_id, result.assignment), result.to_json())
 
 
-def _nbgrader_error(stderr):
-    """The last error nbgrader logged, as the reason a submission was not graded."""
-    if "DeadKernelError" in stderr:
-        return "the notebook's Python process died while it ran (os._exit, a crash, or out of memory)"
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    errors = [line for line in lines if "[ERROR]" in line or "Error" in line] or lines
-    return _first_line(errors[-1]) if errors else "nbgrader failed without a message"
+def _result_path(out, student_id, name):
+    return out / "results" / student_id / f"{name}.json"
+
+
+def _earlier_result(out, submission, fingerprint):
+    path = _result_path(out, submission.student_id, submission.assignment)
+    try:
+        result = Result.from_json(path.read_text())
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    feedback = out / "feedback" / submission.student_id / f"{submission.assignment}.html"
+    return result if result.fingerprint == fingerprint and feedback.is_file() else None
+
+
+# -- secrets and fingerprints ----------------------------------------------------------
+
+def _secret_key(path):
+    """The batch's secret key (created on first use): the checks' inputs derive from it."""
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(secrets.token_hex(32) + "\n")
+    return bytes.fromhex(path.read_text().strip())
+
+
+def _seed(key, fingerprint):
+    """The secret of the checks' inputs for one submission: new for every notebook handed in,
+    so that inputs a notebook revealed (in an error message, say) are of no use to the next."""
+    return int.from_bytes(hmac.new(key, fingerprint.encode(), hashlib.sha256).digest()[:8], "big")
+
+
+def _grader_version(limits):
+    """A digest of everything that decides a grade: checks, references, notebooks, limits."""
+    digest = hashlib.sha256(repr(limits).encode())
+    files = [*sorted((ROOT / "autograder").rglob("*.py")), *sorted((ROOT / "solutions").glob("*.py")),
+             *sorted((ROOT / "exercises").glob("*.ipynb")),
+             *sorted((ROOT / "autograder" / "source").rglob("*.ipynb"))]
+    for path in files:
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _fingerprint(submission, version):
+    content = submission.path.read_bytes() if submission.path else b"<missing>"
+    return hashlib.sha256(version.encode() + hashlib.sha256(content).digest()).hexdigest()
+
+
+# -- outputs -----------------------------------------------------------------------
+
+def load_results(out):
+    """Every result in OUT/results, ordered by student and by the order of the chapters."""
+    order = {name: i for i, name in enumerate(assignments())}
+    results = []
+    for path in sorted((Path(out) / "results").glob("*/*.json")):
+        try:
+            results.append(Result.from_json(path.read_text()))
+        except (ValueError, TypeError, KeyError):
+            continue  # not ours
+    return sorted(results, key=lambda r: (r.student_id, order.get(r.assignment, len(order))))
+
+
+def write_reports(out):
+    """grades.csv, details.csv and summary.html from every result in OUT."""
+    results = load_results(out)
+    write_atomic(out / "grades.csv", report.grades_csv(results))
+    write_atomic(out / "details.csv", report.details_csv(results))
+    write_atomic(out / "summary.html", report.summary_html(results))
+
+
+def merge(outs, out):
+    """Combine the OUT folders of shards into `out` and rebuild its reports."""
+    out = Path(out)
+    for source in map(Path, outs):
+        for folder in ("feedback", "results"):
+            for path in sorted((source / folder).glob("*/*")):
+                if path.is_file() and not path.is_symlink():
+                    target = out / folder / path.parent.name / path.name
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(path, target)
+    write_reports(out)
+    return load_results(out)
+
+
+def write_atomic(path, text):
+    """Write `text` to `path` so that readers see the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp",
+                                     encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(handle.name, path)
 
 
 def _first_line(text):
     text = str(text).strip()
     return text.splitlines()[0][:300] if text else ""
-
-
-def _number(x):
-    return f"{x:g}"
-
-
-# -- output ----------------------------------------------------------------
-
-def _write_outputs(out, results):
-    order = {name: i for i, name in enumerate(assignments())}
-    results = sorted(results, key=lambda r: (r.submission.student_id, order[r.submission.assignment]))
-    _write_csv(out / "grades.csv", GRADES_COLUMNS, [
-        [r.submission.student_id, r.submission.assignment, _number(r.score), _number(r.max_score), r.status]
-        for r in results])
-    _write_csv(out / "details.csv", DETAILS_COLUMNS, [
-        [r.submission.student_id, r.submission.assignment, c.name, _number(c.score), _number(c.max_score),
-         c.message]
-        for r in results for c in r.checks])
-
-
-def _write_csv(path, columns, rows):
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows(rows)
-    _write_atomic(path, buffer.getvalue())
-
-
-def _write_atomic(path, text):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp",
-                                     encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(handle.name, path)
-
-
-def _not_graded_html(submission, status, reason):
-    title = f"{submission.assignment}: {submission.student_id}"
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"</head><body><h1>{html.escape(title)}</h1><p>Your submission was not graded "
-            f"(<b>{html.escape(status)}</b>): {html.escape(reason)}.</p>"
-            f"<p>Score: 0. Ask your instructor if you believe this is a mistake.</p></body></html>\n")

@@ -1,9 +1,11 @@
 """nbgrader configuration of the course.
 
 The course directory is the folder holding this file. Instructors may use it
-with plain nbgrader (`cd autograder && nbgrader generate_assignment NAME`);
-`python -m autograder` copies it into a temporary course directory instead, so
-that releasing and grading never write into the repository.
+with plain nbgrader (`cd autograder && nbgrader generate_assignment NAME`, then
+`nbgrader autograde NAME`). `python -m autograder release` copies it into a
+temporary course directory, so that releasing never writes into the
+repository; `python -m autograder grade` does not use nbgrader to grade: it
+runs each notebook in a sandbox and the hidden checks outside it.
 """
 import os
 

@@ -13,17 +13,7 @@ from nbformat.v4 import new_markdown_cell
 from nbgrader import utils
 from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
 
-
-def failure_message(error_output):
-    """One sentence from the error output of a check cell."""
-    name, value = error_output.ename, str(error_output.evalue).strip()
-    if name == "CheckFailed":
-        return value
-    if name == "CellTimeoutError":
-        return "the cell ran too long and was stopped (an endless loop?)"
-    if name == "NotImplementedError" and not value:
-        return "not implemented yet (the function still raises NotImplementedError)"
-    return f"{name}: {value.splitlines()[0]}" if value else name
+from .messages import failure_message
 
 
 def cell_message(cell):

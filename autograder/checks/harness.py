@@ -14,6 +14,16 @@ import numpy as np
 
 from .checking import CheckFailed
 
+# The grader sets a secret number per submission so that the inputs of the
+# checks cannot be known, or computed, in advance. Without it (a check run in
+# a notebook, by plain nbgrader or in the tests) the inputs are reproducible.
+SECRET = None
+
+
+def seeded(seed):
+    """The random generator of a check's inputs: ``seed`` mixed with the grader's SECRET."""
+    return np.random.default_rng(seed if SECRET is None else [seed, SECRET])
+
 
 def call(function, *args, on, **kwargs):
     """Return ``function(*args, **kwargs)``; ``on`` describes the input for messages.

@@ -28,7 +28,7 @@ from solutions.positional_encoding import sinusoidal_encoding
 from solutions.scaled_dot_product import causal_mask, padding_mask
 
 from .checking import CheckFailed, check, check_shape
-from .harness import broken_earlier, call, quietly
+from .harness import broken_earlier, call, quietly, seeded
 
 SEED = 20170612  # the day "Attention is all you need" appeared on arXiv
 
@@ -40,7 +40,7 @@ _LAYER_RULE = ("Z = LayerNorm(X + MultiHead(X, X, X)) with norm1, then "
 
 
 def check_layer_norm(layer_norm):
-    rng = np.random.default_rng(SEED)
+    rng = seeded(SEED)
 
     def affine(d):
         return 1.0 + 0.5 * rng.normal(size=d), rng.normal(size=d)
@@ -139,7 +139,7 @@ def _layer_norm_variant(X, gamma, beta, eps, *, axis=-1, ddof=0, eps_inside=True
 
 
 def check_position_wise_ffn(position_wise_ffn):
-    rng = np.random.default_rng(SEED + 1)
+    rng = seeded(SEED + 1)
     cases = [
         ("X of shape (2, 5, 8) with d_ff=32", (2, 5, 8), 32),
         ("X of shape (3, 4) with d_ff=16", (3, 4), 16),
@@ -188,7 +188,7 @@ def _ffn_mistakes(X, p):
 
 
 def check_encoder_layer(encoder_layer):
-    rng = np.random.default_rng(SEED + 2)
+    rng = seeded(SEED + 2)
     cases = [
         ("a batch with B=2, T=5, d_model=8, num_heads=2, d_ff=32 and no mask",
          (2, 5, 8, 2, 32), None),
@@ -275,7 +275,7 @@ def _pre_ln(X, p, h, mask):
 
 
 def check_embed(embed):
-    rng = np.random.default_rng(SEED + 3)
+    rng = seeded(SEED + 3)
     cases = [
         ("tokens of shape (2, 5) with V=11 and d_model=8", (2, 5), 11, 8, 8 ** -0.5),
         ("tokens of shape (1, 1) with V=3 and d_model=4", (1, 1), 3, 4, 0.5),
@@ -331,7 +331,7 @@ def _embed_mistakes(tokens, E):
 
 
 def check_encoder(encoder):
-    rng = np.random.default_rng(SEED + 4)
+    rng = seeded(SEED + 4)
     cases = [
         ("B=2, T=5, V=13, d_model=8, num_heads=2 and 3 layers", (2, 5, 13, 8, 2, 16, 3)),
         ("B=3, T=4, V=7, d_model=12, num_heads=3 and 2 layers", (3, 4, 7, 12, 3, 24, 2)),
@@ -386,7 +386,7 @@ def _encoder_mistakes(tokens, params, h):
 
 
 def check_encoder_mask(encoder):
-    rng = np.random.default_rng(SEED + 5)
+    rng = seeded(SEED + 5)
     cases = [
         ("B=3, T=6, d_model=8, num_heads=2, 2 layers and lengths [6, 4, 1]",
          (6, 11, 8, 2, 16, 2), [6, 4, 1]),
@@ -559,7 +559,7 @@ def _blame(function, names, description):
 
 def _works(name, function):
     """Whether the student's earlier function `name` agrees with the reference on a probe."""
-    rng = np.random.default_rng(SEED + 6)
+    rng = seeded(SEED + 6)
     tokens = rng.integers(0, 5, size=(2, 3))
     X = rng.normal(size=(2, 3, 8))
     layer = _layer_params(rng, 8, 16)

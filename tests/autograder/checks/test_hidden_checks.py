@@ -8,9 +8,11 @@ The implementations live in tests/autograder/implementations/<slug>.py:
 
 import importlib
 
+import numpy as np
 import pytest
 
 from autograder import course
+from autograder.checks import harness
 from autograder.checks.checking import CheckFailed
 
 
@@ -34,9 +36,24 @@ def test_every_assignment_has_checks_and_implementations():
             assert all(callable(getattr(checks, name)) for name in names)
 
 
+@pytest.fixture(params=[None, 1, 2 ** 63 - 25], ids=["no-secret", "secret-1", "secret-2"])
+def secret(request, monkeypatch):
+    """The checks' inputs as in a notebook (no secret) and as the grader draws them (secrets)."""
+    monkeypatch.setattr(harness, "SECRET", request.param)
+    return request.param
+
+
+def test_the_secret_changes_the_inputs_of_the_checks(monkeypatch):
+    draws = []
+    for secret in (None, 1, 2):
+        monkeypatch.setattr(harness, "SECRET", secret)
+        draws.append(harness.seeded(7).normal(size=3))
+    assert not any(np.allclose(a, b) for i, a in enumerate(draws) for b in draws[i + 1:])
+
+
 @pytest.mark.parametrize("author", ["reference", "student"])
 @pytest.mark.parametrize("slug, task", TASKS)
-def test_correct_implementation_passes(slug, task, author):
+def test_correct_implementation_passes(slug, task, author, secret):
     checks, reference, students = modules(slug)
     function = getattr(reference, task) if author == "reference" else students.CORRECT[task]
     for check in students.CHECKS_OF_TASK[task]:
@@ -44,7 +61,7 @@ def test_correct_implementation_passes(slug, task, author):
 
 
 @pytest.mark.parametrize("slug, mistake", MISTAKES)
-def test_mistake_is_rejected_with_its_reason(slug, mistake):
+def test_mistake_is_rejected_with_its_reason(slug, mistake, secret):
     checks, _, students = modules(slug)
     task, wrong, check, words = students.MISTAKES[mistake]
     assert check in students.CHECKS_OF_TASK[task]

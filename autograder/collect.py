@@ -1,0 +1,143 @@
+"""Finding the submissions of a batch, in the layouts instructors have them.
+
+- a folder `<student_id>/<assignment>.ipynb`, or a `.zip` of one (with or
+  without a top folder around the student folders);
+- the flat export of a learning-management system: one file per student and
+  assignment with the student's id in its name, recognised as nbgrader's
+  `zip_collect` does, with its `FileNameCollectorPlugin` and a regular
+  expression with the named groups `student_id` and `file_id` (optionally
+  `timestamp`: of several attempts the latest is graded).
+
+Nothing is followed or extracted outside its place: links, absolute paths,
+`..`, control characters and absurd names are reported and skipped.
+"""
+
+import logging
+import os
+import re
+import stat
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+# Student ids become folder names: letters, digits and a few separators only.
+STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,99}$")
+# nbgrader's documented example for exported attempts, e.g.
+# `ps1_bitdiddle_attempt_2016-01-30-15-00-00_scaled_dot_product.ipynb`.
+LMS_PATTERN = r".*_(?P<student_id>\w+)_attempt_(?P<timestamp>[0-9\-]+)_(?P<file_id>\w+)"
+MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
+MAX_ARCHIVE_BYTES = 4 * 1024 ** 3   # all extracted files together
+MAX_ARCHIVE_FILES = 100_000
+MAX_NAME = 255
+
+
+@dataclass(frozen=True)
+class Submission:
+    student_id: str
+    assignment: str
+    path: Path
+
+
+def unpack(path, destination, log):
+    """The folder of submissions: `path` itself, or a zip extracted safely into `destination`."""
+    if path.is_dir():
+        return path
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path} is neither a folder nor a .zip of submissions")
+    destination.mkdir(parents=True)
+    total = 0
+    with zipfile.ZipFile(path) as archive:
+        members = archive.infolist()
+        if len(members) > MAX_ARCHIVE_FILES:
+            raise ValueError(f"{path} holds {len(members)} files, more than {MAX_ARCHIVE_FILES}")
+        for member in members:
+            if member.is_dir():
+                continue
+            problem = _unsafe(member.filename) or (
+                "a link" if stat.S_ISLNK(member.external_attr >> 16) else None) or (
+                f"larger than {MAX_NOTEBOOK_BYTES} bytes" if member.file_size > MAX_NOTEBOOK_BYTES else None)
+            total += member.file_size
+            if problem is None and total > MAX_ARCHIVE_BYTES:
+                problem = f"the archive unpacks to more than {MAX_ARCHIVE_BYTES} bytes"
+            if problem:
+                log(f"skipped {member.filename!r} in {path.name}: {problem}")
+                continue
+            target = destination.joinpath(*PurePosixPath(member.filename).parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(member) as source, open(target, "wb") as sink:
+                # read at most the declared size plus one byte: a lying header cannot flood the disk
+                sink.write(source.read(MAX_NOTEBOOK_BYTES + 1))
+    entries = list(destination.iterdir())
+    if len(entries) == 1 and entries[0].is_dir() and not any(entries[0].glob("*.ipynb")):
+        return entries[0]  # a zip of the folder itself: one top folder around the students
+    return destination
+
+
+def _unsafe(name):
+    """Why a path from an archive must not be extracted, or None."""
+    if len(name) > 4 * MAX_NAME or any(ord(c) < 32 or c == "\\" for c in name):
+        return "an absurd name"
+    parts = PurePosixPath(name).parts
+    if name.startswith("/") or not parts or ".." in parts or any(len(p) > MAX_NAME for p in parts):
+        return "not a plain relative path"
+    return None
+
+
+def collect(folder, known, log, lms_pattern=LMS_PATTERN):
+    """[Submission] under `folder` for the assignments `known`; the rest is reported."""
+    batch = []
+    lms, attempts = None, {}
+    for entry in sorted(folder.iterdir()):
+        if entry.is_symlink():
+            log(f"skipped {entry.name!r}: a link (not followed)")
+        elif entry.is_dir():
+            batch += _student_folder(entry, known, log)
+        elif entry.is_file() and entry.suffix == ".ipynb":
+            if lms is None:  # nbgrader takes seconds to import: only for exports
+                from nbgrader.plugins.zipcollect import FileNameCollectorPlugin
+                lms = FileNameCollectorPlugin(named_regexp=lms_pattern,
+                                              log=logging.getLogger("autograder.collect"))
+            found = _lms_file(entry, lms, known, log)
+            if found:
+                key = found[:2]
+                if key not in attempts or found[2] > attempts[key][2]:
+                    attempts[key] = found
+        else:
+            log(f"skipped {entry.name!r}: neither a student folder nor a notebook")
+    for (student, assignment), (_, _, _, path) in sorted(attempts.items()):
+        if any(s.student_id == student and s.assignment == assignment for s in batch):
+            log(f"skipped {path.name!r}: {student} also has a folder with {assignment}.ipynb")
+            continue
+        batch.append(Submission(student, assignment, path))
+    return sorted(batch, key=lambda s: (s.student_id, s.assignment))
+
+
+def _student_folder(folder, known, log):
+    if not STUDENT_ID.match(folder.name):
+        log(f"skipped {folder.name!r}: not a valid student id")
+        return []
+    found = []
+    for path in sorted(folder.iterdir()):
+        assignment = path.stem if path.suffix == ".ipynb" else None
+        if path.is_symlink() or not path.is_file():
+            log(f"skipped {folder.name}/{path.name}: not a plain file (links and folders are not followed)")
+        elif assignment not in known:
+            log(f"skipped {folder.name}/{path.name}: not <assignment>.ipynb for one of {sorted(known)}")
+        else:
+            found.append(Submission(folder.name, assignment, path))
+    return found
+
+
+def _lms_file(path, lms, known, log):
+    """(student, assignment, timestamp, path) of an exported file, or None (reported)."""
+    match = lms.collect(str(path))
+    if not match or not match.get("student_id") or not match.get("file_id"):
+        log(f"skipped {path.name!r}: its name does not say whose it is (expected e.g. "
+            "`ps1_<student_id>_attempt_<timestamp>_<assignment>.ipynb`)")
+        return None
+    student, assignment = match["student_id"], os.path.basename(match["file_id"]).removesuffix(".ipynb")
+    if not STUDENT_ID.match(student) or assignment not in known:
+        log(f"skipped {path.name!r}: not a known assignment of a valid student id")
+        return None
+    return student, assignment, match.get("timestamp") or "", path
+

@@ -1,0 +1,222 @@
+"""What the grader writes: CSV grades, feedback pages, the instructor's summary, progress.
+
+Pages are self-contained HTML (inline styles and SVG figures): they open
+offline, from a file, in any browser.
+"""
+
+import collections
+import csv
+import html
+import io
+import sys
+
+from markdown_it import MarkdownIt
+
+from .assignment import grade_id
+from .messages import failure_message
+
+GRADES_COLUMNS = ["student_id", "assignment", "score", "max_score", "status"]
+DETAILS_COLUMNS = ["student_id", "assignment", "check", "score", "max_score", "message"]
+
+STYLE = """<style>
+body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
+table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:left;vertical-align:top}
+pre{background:#f6f6f6;padding:.6rem;overflow-x:auto;white-space:pre-wrap}
+.cell{margin:1rem 0}.check{border-left:4px solid #999;padding-left:.6rem}
+.pass{border-color:#2a7}.fail{border-color:#c33}.err{color:#a00}.note{color:#a60}
+</style>"""
+
+
+def number(x):
+    return f"{x:g}"
+
+
+# -- CSV -------------------------------------------------------------------------
+
+def grades_csv(results):
+    return _csv(GRADES_COLUMNS, [[r.student_id, r.assignment, number(r.score), number(r.max_score), r.status]
+                                 for r in results])
+
+
+def details_csv(results):
+    return _csv(DETAILS_COLUMNS, [[r.student_id, r.assignment, c.name, number(c.score), number(c.max_score),
+                                   c.message] for r in results for c in r.checks])
+
+
+def _csv(columns, rows):
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+# -- feedback --------------------------------------------------------------------
+
+def _page(title, body):
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"{STYLE}</head><body>{body}</body></html>\n")
+
+
+def _checks_table(result):
+    rows = "".join(f"<tr><td><code>{html.escape(c.name)}</code></td><td>{number(c.score)} / "
+                   f"{number(c.max_score)}</td><td>{html.escape(c.message) or '✓'}</td></tr>"
+                   for c in result.checks)
+    return ("<table><tr><th>check</th><th>points</th><th>why points were lost</th></tr>"
+            f"{rows}</table>")
+
+
+def _notes(result):
+    if not result.notes:
+        return ""
+    items = "".join(f"<li>{html.escape(note)}</li>" for note in result.notes)
+    return f"<p class='note'>What happened while grading (status <b>{result.status}</b>):</p><ul>{items}</ul>"
+
+
+def feedback_html(result, cells, outputs):
+    """The student's page: points and reasons per check, then the notebook as it was graded.
+
+    `cells` are the graded notebook's cells (check cells as released: the
+    hidden checks were never in them), `outputs` the sandbox's output per cell.
+    """
+    markdown = MarkdownIt("commonmark").enable("table")
+    scores = {c.name: c for c in result.checks}
+    parts = [f"<h1>{html.escape(result.assignment)}: {html.escape(result.student_id)}</h1>",
+             f"<h2>Your checks: {number(result.score)} / {number(result.max_score)}</h2>",
+             _checks_table(result), _notes(result), "<h2>Your notebook, as graded</h2>"]
+    for index, cell in enumerate(cells):
+        if cell.cell_type == "markdown":
+            parts.append(f"<div class='cell'>{markdown.render(cell.source)}</div>")
+            continue
+        check = scores.get(grade_id(cell))
+        kind = "" if check is None else (" check pass" if check.score == check.max_score else " check fail")
+        parts.append(f"<div class='cell{kind}'><pre><code>{html.escape(cell.source)}</code></pre>")
+        output = outputs.get(str(index)) or {}
+        if output.get("stdout"):
+            parts.append(f"<pre>{html.escape(output['stdout'])}</pre>")
+        if output.get("stderr"):
+            parts.append(f"<pre class='err'>{html.escape(output['stderr'])}</pre>")
+        if output.get("error"):
+            parts.append(f"<pre class='err'>{html.escape(failure_message(output['error']))}</pre>")
+        if check is not None:
+            parts.append(f"<p><b>{number(check.score)} / {number(check.max_score)}</b> "
+                         f"{html.escape(check.message)}</p>")
+        parts.append("</div>")
+    return _page(f"{result.assignment}: {result.student_id}", "".join(parts))
+
+
+def not_graded_html(result, reason):
+    return _page(f"{result.assignment}: {result.student_id}", (
+        f"<h1>{html.escape(result.assignment)}: {html.escape(result.student_id)}</h1>"
+        f"<p>Your submission was not graded (<b>{html.escape(result.status)}</b>): "
+        f"{html.escape(reason)}.</p><p>Score: 0 / {number(result.max_score)}. Ask your instructor "
+        "if you believe this is a mistake.</p>" + _checks_table(result)))
+
+
+# -- the instructor's summary -------------------------------------------------------------
+
+def summary_html(results):
+    """Per assignment: score histogram, share failing each check with its commonest reasons,
+    and the submissions that were not simply graded."""
+    parts = ["<h1>Grading summary</h1>",
+             f"<p>{len(results)} submissions of {len({r.student_id for r in results})} students.</p>"]
+    by_assignment = collections.defaultdict(list)
+    for result in results:
+        by_assignment[result.assignment].append(result)
+    for name, group in by_assignment.items():
+        handed_in = [r for r in group if r.status != "missing"]
+        statuses = collections.Counter(r.status for r in group)
+        parts.append(f"<h2>{html.escape(name)}</h2><p>" + ", ".join(
+            f"{count} {html.escape(status)}" for status, count in statuses.most_common()) + "</p>")
+        if not handed_in:
+            continue
+        parts.append(_histogram([r.score for r in handed_in], group[0].max_score, name))
+        names = [c.name for c in handed_in[0].checks]
+        failed = {check: [c for r in handed_in for c in r.checks if c.name == check and c.score < c.max_score]
+                  for check in names}
+        parts.append(_bars(names, [len(failed[n]) / len(handed_in) for n in names], name))
+        rows = []
+        for check in names:
+            common = collections.Counter(c.message for c in failed[check]).most_common(3)
+            reasons = "<br>".join(f"{count} × {html.escape(message)}" for message, count in common)
+            rows.append(f"<tr><td><code>{html.escape(check)}</code></td>"
+                        f"<td>{len(failed[check])} / {len(handed_in)}</td><td>{reasons}</td></tr>")
+        parts.append("<table><tr><th>check</th><th>failed</th><th>most common reasons</th></tr>"
+                     + "".join(rows) + "</table>")
+    trouble = [r for r in results if r.status != "graded"]
+    parts.append(f"<h2>Not simply graded ({len(trouble)})</h2>")
+    if trouble:
+        parts.append("<table><tr><th>student</th><th>assignment</th><th>status</th><th>what happened</th></tr>"
+                     + "".join(f"<tr><td>{html.escape(r.student_id)}</td><td>{html.escape(r.assignment)}</td>"
+                               f"<td>{html.escape(r.status)}</td><td>{html.escape('; '.join(r.notes))}</td></tr>"
+                               for r in trouble) + "</table>")
+    flagged = [r for r in results if r.flags]
+    parts.append(f"<h2>Flagged for a look ({len(flagged)})</h2><p>Code that reaches for the grader, "
+                 "the reference or the interpreter's hooks. Scores are decided outside the student's "
+                 "process, so this changes no point; it says where to look.</p>")
+    if flagged:
+        parts.append("<table><tr><th>student</th><th>assignment</th><th>what the code does</th></tr>"
+                     + "".join(f"<tr><td>{html.escape(r.student_id)}</td><td>{html.escape(r.assignment)}</td>"
+                               f"<td>{'<br>'.join(map(html.escape, r.flags))}</td></tr>" for r in flagged)
+                     + "</table>")
+    return _page("Grading summary", "".join(parts))
+
+
+def _pyplot():
+    """matplotlib's pyplot, drawing without a screen (imported only for the summary)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _svg(figure):
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight")
+    _pyplot().close(figure)
+    svg = buffer.getvalue()
+    return svg[svg.index("<svg"):]
+
+
+def _histogram(scores, max_score, name):
+    figure, axes = _pyplot().subplots(figsize=(6, 2.4))
+    axes.hist(scores, bins=[x - 0.5 for x in range(int(max_score) + 2)], color="#4477aa", rwidth=0.9)
+    axes.set(xlabel="score", ylabel="students", title=f"{name}: scores (out of {number(max_score)})")
+    axes.yaxis.get_major_locator().set_params(integer=True)
+    axes.spines[["top", "right"]].set_visible(False)
+    return f"<figure role='img' aria-label='histogram of the scores of {html.escape(name)}'>{_svg(figure)}</figure>"
+
+
+def _bars(names, shares, name):
+    figure, axes = _pyplot().subplots(figsize=(6, 0.35 * len(names) + 0.8))
+    axes.barh(names[::-1], [100 * s for s in shares[::-1]], color="#cc6677")
+    axes.set(xlim=(0, 100), xlabel="% of submissions failing", title=f"{name}: checks failed")
+    axes.spines[["top", "right"]].set_visible(False)
+    return f"<figure role='img' aria-label='share of students failing each check of {html.escape(name)}'>{_svg(figure)}</figure>"
+
+
+# -- progress ------------------------------------------------------------------------
+
+class Progress:
+    """A progress bar on a terminal, a plain line per submission otherwise."""
+
+    def __init__(self, total, log):
+        self.total, self.done, self.log = total, 0, log
+        self.bar = None
+        if total and sys.stderr.isatty():
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, unit="submission", file=sys.stderr)
+
+    def update(self, result):
+        self.done += 1
+        line = (f"[{self.done}/{self.total}] {result.student_id} {result.assignment}: {result.status} "
+                f"{number(result.score)}/{number(result.max_score)}")
+        if self.bar is not None:
+            self.bar.set_postfix_str(line, refresh=False)
+            self.bar.update()
+        else:
+            self.log(line)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()

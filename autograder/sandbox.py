@@ -1,0 +1,405 @@
+"""A student's notebook in a bubblewrap sandbox, and its functions called from outside.
+
+The notebook runs in `sandbox_runner.py`, in its own process started by
+bubblewrap (Debian's `bwrap`) as an unprivileged user of its own, with only
+/usr, the Python installation and its packages (read-only) around it, and
+two small private in-memory folders (/sandbox, holding the runner read-only,
+and /tmp): no instructor sources, no reference package, no grader outputs,
+no other student's files, no network, its own process namespace, and limits
+on time, memory, processes (none besides itself), file size and output.
+
+The grader keeps the hidden checks in its own process and calls the student's
+functions through `StudentFunction` proxies: the inputs go to the sandbox as
+plain data, the results come back as plain data (`wire`), and the comparison
+with the reference, hence every point, is decided here. Two things can only
+be observed where the code runs, and a notebook could hide them: whether a
+function changed its arguments in place, and how many positions the key/value
+cache check counts. The flags (`flags.py`) point at code that tries.
+"""
+
+import builtins
+import contextlib
+import importlib.util
+import keyword
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import wire
+
+HERE = Path(__file__).resolve().parent
+RUNNER_FILES = (HERE / "sandbox_runner.py", HERE / "wire.py", HERE / "counting.py")
+GRACE = 5.0  # seconds the grader waits beyond the runner's own alarm before killing it
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap is missing or cannot start a sandbox on this machine."""
+
+
+class SandboxStopped(BaseException):
+    """The sandbox was stopped or died; a BaseException so that checks do not swallow it."""
+
+    def __init__(self, status, reason):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+@dataclass(frozen=True)
+class Limits:
+    cell_seconds: float = 60.0          # one notebook cell
+    call_seconds: float = 30.0          # one call of a student's function by a check
+    submission_seconds: float = 600.0   # everything the sandbox of one submission does
+    memory_bytes: int = 2 * 1024 ** 3   # address space of the notebook's process
+    processes: int = 1                  # processes and threads: the notebook alone (memory
+                                        # is limited per process)
+    output_chars: int = 1_000_000       # printed by the notebook in all
+    file_bytes: int = 16 * 1024 ** 2    # largest file it may write
+    disk_bytes: int = 64 * 1024 ** 2    # size of each of its two writable folders, /sandbox and /tmp
+
+
+def check_available():
+    """Raise SandboxUnavailable with what to do, unless bubblewrap works here."""
+    if shutil.which("bwrap") is None:
+        raise SandboxUnavailable(
+            "bubblewrap is not installed: grading runs each notebook in a bubblewrap sandbox "
+            "(install the Debian package `bubblewrap`; `make test` installs it)")
+    with tempfile.TemporaryDirectory() as folder:
+        for file in RUNNER_FILES:
+            shutil.copy(file, folder)
+        result = subprocess.run(_bwrap(Path(folder), None, Limits()) + ["/bin/true"],
+                                capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SandboxUnavailable(f"bubblewrap cannot start a sandbox here: {result.stderr.strip()}")
+
+
+def _bwrap(folder, uid, limits):
+    """The bwrap command line that runs the runner files of `folder` with nothing else around."""
+    prefix, venv = Path(sys.base_prefix), Path(sys.prefix)
+    size = str(limits.disk_bytes)
+    command = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+               "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
+               "--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
+    for name in ("bin", "lib", "lib64", "sbin"):
+        if os.path.islink(f"/{name}"):
+            command += ["--symlink", os.readlink(f"/{name}"), f"/{name}"]
+    for readable in (prefix, venv):
+        # bwrap makes missing parent folders private (0700); the sandbox's user must pass them
+        for parent in reversed(readable.parents[:-1]):
+            command += ["--perms", "0755", "--dir", str(parent)]
+        command += ["--ro-bind", str(readable), str(readable)]
+    for package in ("solutions", "autograder"):  # should they be installed as copies, hide them
+        spec = importlib.util.find_spec(package)
+        location = Path(spec.origin).parent if spec and spec.origin else None
+        if location and venv in location.parents:
+            command += ["--tmpfs", str(location)]
+    if venv != prefix:  # packages of the base interpreter are not the course's
+        command += ["--tmpfs", str(prefix / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+                                   / "site-packages")]
+    # The notebook's folder: memory of a fixed size (it cannot fill the disk), runner read-only.
+    command += ["--perms", "1777", "--size", size, "--tmpfs", "/sandbox"]
+    for file in RUNNER_FILES:
+        command += ["--ro-bind", str(folder / file.name), f"/sandbox/{file.name}"]
+    command += ["--chdir", "/sandbox", "--clearenv",
+                "--setenv", "HOME", "/tmp", "--setenv", "PATH", f"{venv / 'bin'}:/usr/bin:/bin",
+                "--setenv", "OPENBLAS_NUM_THREADS", "1", "--setenv", "OMP_NUM_THREADS", "1",
+                "--setenv", "MPLBACKEND", "Agg", "--setenv", "MPLCONFIGDIR", "/tmp"]
+    if uid is None:
+        return command
+    if os.geteuid() == 0:
+        # As root: share no user namespace, run the notebook as an ordinary user instead,
+        # so that its process limit counts (root's would not).
+        command.remove("--unshare-all")
+        command[1:1] = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+                        "--unshare-cgroup-try"]
+        return command + ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                          "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+    return command
+
+
+class Sandbox:
+    """One submission's notebook, running in its sandbox; `run()` then `call()`s."""
+
+    def __init__(self, cells, limits=Limits(), uid=61000, isolate=True):
+        """`isolate=False` runs the same runner without bubblewrap: only to measure what it costs."""
+        self.cells, self.limits, self.uid, self.isolate = cells, limits, uid, isolate
+        self.events = []        # (status, reason) of every limit hit or crash
+        self.functions = {}     # name -> StudentFunction, once the notebook has run
+        self.deadline = None    # time.monotonic() by which everything must be done
+        self._process = None
+
+    # -- life ------------------------------------------------------------------
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def start(self):
+        self._folder = Path(tempfile.mkdtemp(prefix="sandbox-"))
+        for file in RUNNER_FILES:
+            shutil.copy(file, self._folder / file.name)
+        ours, theirs = socket.socketpair()
+        python = Path(sys.prefix) / "bin" / "python"
+        command = [str(python), "-E", "-s", "-B", "sandbox_runner.py", str(theirs.fileno())]
+        if self.isolate:
+            command = _bwrap(self._folder, self.uid, self.limits) + command
+        self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, pass_fds=[theirs.fileno()],
+                                         cwd=self._folder, start_new_session=True)
+        theirs.close()
+        self._socket = ours
+        self._reader, self._writer = ours.makefile("rb"), ours.makefile("wb")
+        if self.deadline is None:
+            self.deadline = time.monotonic() + self.limits.submission_seconds
+        self._output_exceeded = False
+        self._monitor = threading.Thread(target=self._drain_output, daemon=True)
+        self._monitor.start()
+
+    @property
+    def alive(self):
+        return self._process is not None and self._process.poll() is None
+
+    def close(self):
+        if self._process is not None:
+            self._kill()
+            self._monitor.join(timeout=5)
+            for stream in (self._reader, self._writer, self._socket):
+                with contextlib.suppress(OSError):
+                    stream.close()
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._process = None
+
+    def _kill(self):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._process.pid, signal.SIGKILL)
+        self._process.wait()
+
+    def _drain_output(self):
+        """Read what the notebook writes to its own stdout/stderr, killing it past the cap."""
+        total = 0
+        for chunk in iter(lambda: self._process.stdout.read1(65536), b""):
+            total += len(chunk)
+            if total > self.limits.output_chars and not self._output_exceeded:
+                self._output_exceeded = True
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self._process.pid, signal.SIGKILL)
+
+    # -- messages --------------------------------------------------------------
+
+    def _send(self, header, value=None):
+        if self._unasked():
+            self._stopped("crashed", "the notebook's process sent messages it was not asked for "
+                                     "(forged answers?)")
+        tree, blobs = wire.encode(value)
+        # a notebook that stops reading cannot hold the grader past the deadline
+        self._socket.settimeout(max(self.deadline - time.monotonic(), 0.001))
+        try:
+            wire.send(self._writer, {**header, "arguments": tree}, blobs)
+        except (TimeoutError, socket.timeout):
+            self._stopped("timeout", f"the submission used up its {self.limits.submission_seconds:g} s")
+        except OSError:
+            self._stopped()
+
+    def _unasked(self):
+        """Whether a message is waiting that the grader has not asked for yet."""
+        self._socket.settimeout(0)
+        try:
+            return bool(self._reader.peek(1))
+        except (BlockingIOError, OSError):
+            return False
+
+    def _receive(self, seconds, doing):
+        """The next message, waiting at most `seconds` (and never past the deadline)."""
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            self._stopped("timeout", f"the submission used up its {self.limits.submission_seconds:g} s")
+        self._socket.settimeout(min(seconds + GRACE, remaining))
+        try:
+            message = wire.receive(self._reader)
+        except (TimeoutError, socket.timeout):
+            if seconds + GRACE < remaining:
+                self._stopped("timeout", f"{doing} ran longer than {seconds:g} s and could not be "
+                                         "interrupted")
+            self._stopped("timeout", f"the submission used up its {self.limits.submission_seconds:g} s")
+        except ConnectionError:
+            self._stopped()  # the other end is gone: the process died
+        except (wire.WireError, OSError) as error:
+            self._stopped("crashed", f"the notebook's process sent a malformed message ({error})")
+        if message is None:
+            self._stopped()
+        return message
+
+    def _stopped(self, status=None, reason=None):
+        """Kill the sandbox, record why, raise SandboxStopped."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._process.wait(timeout=0 if status else 2)  # its own exit status, if it ended
+        code = self._process.returncode
+        self._kill()
+        self._monitor.join(timeout=5)
+        if self._output_exceeded:
+            status, reason = "resource-limit", f"the notebook printed more than {self.limits.output_chars} characters"
+        elif status is None:
+            status, reason = "crashed", ("the notebook's process died while it ran "
+                                         f"(exit status {code}: os._exit, a crash or out of memory)")
+        self.events.append((status, reason))
+        raise SandboxStopped(status, reason)
+
+    # -- the notebook ----------------------------------------------------------
+
+    def run(self):
+        """Run the notebook's cells; return [{id, stdout, stderr, error, seconds}] in order."""
+        self.start()
+        limits = {"memory_bytes": self.limits.memory_bytes, "processes": self.limits.processes,
+                  "file_bytes": self.limits.file_bytes, "output_chars": self.limits.output_chars}
+        self._send({"op": "run", "cells": self.cells, "cell_timeout": self.limits.cell_seconds,
+                    "limits": limits})
+        results = []
+        for cell_id, _ in self.cells:
+            header, _ = self._receive(self.limits.cell_seconds, "a cell")
+            if header.get("op") != "cell" or header.get("id") != cell_id:
+                self._stopped("crashed", "the notebook's process sent an unexpected message")
+            error = _plain_error(header.get("error"))
+            self._note(error, f"cell {cell_id}")
+            results.append({"id": cell_id, "stdout": _text(header.get("stdout")),
+                            "stderr": _text(header.get("stderr")), "error": error})
+        header, _ = self._receive(self.limits.cell_seconds, "the notebook")
+        names = header.get("functions") if header.get("op") == "ran" else None
+        if not isinstance(names, list):
+            self._stopped("crashed", "the notebook's process sent an unexpected message")
+        # never a built-in's name: the hidden checks' code must not call the student's `len`
+        self.functions = {name: StudentFunction(self, name) for name in names
+                          if isinstance(name, str) and name.isidentifier() and not hasattr(builtins, name)}
+        return results
+
+    def _note(self, error, where):
+        """Record a limit that the student's code hit, as the submission's status."""
+        if error is None:
+            return
+        if error["ename"] == "CellTimeout":
+            self.events.append(("timeout", f"{where} ran longer than its time limit and was stopped"))
+        elif error["ename"] in ("OutputLimitExceeded", "MemoryError"):
+            what = "printed too much" if error["ename"] == "OutputLimitExceeded" else "ran out of memory"
+            self.events.append(("resource-limit", f"{where} {what}"))
+
+    def call(self, name, args, kwargs):
+        """The student's `name(*args, **kwargs)`, run in the sandbox.
+
+        Changes the function made to its arguments are made to `args` and
+        `kwargs` too, as if it had run here, so that checks can notice them.
+        """
+        self._send({"op": "call", "name": name, "timeout": self.limits.call_seconds}, [args, kwargs])
+        header, blobs = self._receive(self.limits.call_seconds, f"{name}")
+        if header.get("op") == "raised":
+            error = _plain_error(header.get("error"))
+            self._note(error, f"a call of {name}")
+            raise _exception(error, self.limits.call_seconds)
+        try:
+            value, args_after, kwargs_after = wire.decode(header.get("value"), blobs)
+        except (wire.WireError, ValueError, TypeError) as error:
+            self._stopped("crashed", f"{name} returned something that is not plain data ({error})")
+        _copy_changes(args, args_after)
+        _copy_changes(kwargs, kwargs_after)
+        return value
+
+    @contextlib.contextmanager
+    def counting(self, names):
+        """Count, while the block runs, the positions given to the student's functions `names`.
+
+        {name: (argument index, "tokens" | "vectors")}; yields the dict of counts,
+        filled when the block ends.
+        """
+        counts = {}
+        self._send({"op": "count", "names": {n: list(v) for n, v in names.items()}})
+        self._receive(self.limits.call_seconds, "counting")
+        try:
+            yield counts
+        finally:
+            self._send({"op": "counts"})
+            header, _ = self._receive(self.limits.call_seconds, "counting")
+            received = header.get("counts")
+            if isinstance(received, dict):
+                counts.update({k: v for k, v in received.items()
+                               if isinstance(k, str) and isinstance(v, int)})
+
+
+class StudentFunction:
+    """A student's function, seen from the grader: calling it runs it in the sandbox."""
+
+    def __init__(self, sandbox, name):
+        self._sandbox, self.__name__ = sandbox, name
+
+    def __call__(self, *args, **kwargs):
+        return self._sandbox.call(self.__name__, args, kwargs)
+
+    @property
+    def __globals__(self):
+        """The notebook's functions, by name (what the student's function sees)."""
+        return self._sandbox.functions
+
+    def counting(self, names):
+        return self._sandbox.counting({n: v for n, v in names.items() if n != self.__name__})
+
+    def __repr__(self):
+        return f"<the student's {self.__name__}>"
+
+
+def _plain_error(error):
+    if not isinstance(error, dict):
+        return None
+    mro = error.get("mro")
+    return {"ename": _text(error.get("ename"), 100) or "Exception",
+            "evalue": _text(error.get("evalue"), 2000),
+            "mro": [m for m in mro if isinstance(m, str)][:50] if isinstance(mro, list) else []}
+
+
+def _text(value, limit=20_000):
+    return value[:limit] if isinstance(value, str) else ""
+
+
+def _exception(error, seconds):
+    """An exception like the one the student's function raised: same name, built-in base."""
+    if error["ename"] == "CellTimeout":
+        return TimeoutError(f"it ran longer than {seconds:g} s and was stopped")
+    if error["ename"] == "OutputLimitExceeded":
+        return RuntimeError("it printed more than the notebook's output limit")
+    base = next((getattr(builtins, name) for name in error["mro"]
+                 if isinstance(getattr(builtins, name, None), type)
+                 and issubclass(getattr(builtins, name), Exception)), Exception)
+    name = error["ename"]
+    if name == base.__name__ or not name.isidentifier() or keyword.iskeyword(name):
+        return base(error["evalue"])
+    return type(name, (base,), {})(error["evalue"])
+
+
+def _copy_changes(before, after):
+    """Make `before` equal `after` in place where a function changed its arguments."""
+    if isinstance(before, np.ndarray) and isinstance(after, np.ndarray):
+        if before.shape == after.shape and not np.array_equal(before, after, equal_nan=True):
+            if before.flags.writeable:
+                np.copyto(before, after, casting="unsafe")
+    elif isinstance(before, dict) and isinstance(after, dict):
+        for key in list(before):
+            if key not in after:
+                del before[key]
+        for key, value in after.items():
+            if key in before:
+                _copy_changes(before[key], value)
+            else:
+                before[key] = value
+    elif isinstance(before, (list, tuple)) and isinstance(after, (list, tuple)):
+        if len(before) == len(after):
+            for old, new in zip(before, after):
+                _copy_changes(old, new)
+        elif isinstance(before, list):
+            before[:] = after
