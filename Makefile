@@ -5,11 +5,14 @@
 
 PYTHON ?= python3
 VENV := .venv
+# Debian packages the course needs (installed as root): chromium, for the
+# website's browser tests.
+DEBIAN_PACKAGES := chromium
 BIN := $(CURDIR)/$(VENV)/bin
 # nbgrader calls `alembic` and Jupyter kernels call `python` from PATH.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: book test release clean
+.PHONY: book test release clean debian-packages
 
 book: $(VENV)/installed
 	jupyter-book build . --warningiserror --nitpick --keep-going
@@ -21,10 +24,19 @@ test: $(VENV)/installed
 release: $(VENV)/installed
 	python -m autograder release
 
-$(VENV)/installed: requirements.txt pyproject.toml
+$(VENV)/installed: requirements.txt pyproject.toml | debian-packages
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --requirement requirements.txt
 	touch $@
+
+# Installs the DEBIAN_PACKAGES that are missing; a no-op when none is.
+debian-packages:
+	@missing=$$(for package in $(DEBIAN_PACKAGES); do \
+	    dpkg-query -W -f='$${db:Status-Status}' $$package 2>/dev/null | grep -qx installed || echo $$package; \
+	done); \
+	if [ -n "$$missing" ]; then \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
+	fi
 
 clean:
 	rm -rf _build
