@@ -3,7 +3,6 @@ and opened in a real headless Chromium (Debian's package, as `make test` install
 
 import functools
 import http.server
-import os
 import shutil
 import subprocess
 import sys
@@ -17,8 +16,9 @@ from autograder import course
 
 JUPYTER_BOOK = str(Path(sys.executable).parent / "jupyter-book")
 BUILD = [JUPYTER_BOOK, "build", "--warningiserror", "--nitpick", "--keep-going"]  # as `make book`
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-# Flags for a headless Chromium run as root, with no network beyond the site.
+CHROMIUM = "/usr/bin/chromium"  # Debian's package
+# Playwright adds --headless, --no-sandbox (needed as root) and a fresh profile;
+# these keep Chromium from reaching for the network or a GPU.
 CHROMIUM_FLAGS = ["--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync"]
 SCREENSHOTS = course.ROOT / "_build" / "screenshots"

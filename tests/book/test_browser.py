@@ -51,8 +51,8 @@ class Visit:
 
 
 def visit(browser, site_url, path, block=None):
-    """Open `path` of the site; requests that leave it are refused and recorded,
-    and so are those matching `block`."""
+    """Open `path` of the site. Requests that would leave it are refused and
+    recorded; those whose URL contains `block` are refused too."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     seen = Visit(page)
     page.on("console", lambda message: message.type == "error" and seen.errors.append(message.text))
