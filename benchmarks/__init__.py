@@ -1,0 +1,1 @@
+"""Scripts that measure the grader and print figures (not run by `make test`)."""
