@@ -138,26 +138,25 @@ def _grade_all(todo, out, key, limits, workers, log):
     results = []
     if workers == 1 or len(todo) <= 1:
         for submission, fingerprint in todo:
-            try:
-                result = grade_one(submission, fingerprint, out, key, limits)
-            except Exception as error:  # the grader itself failed: report it, go on
-                result = _not_graded(submission, "crashed", f"the grader failed on it ({error})", out)
-            results.append(result)
-            progress.update(result)
+            results.append(_grade_or_report(submission, fingerprint, out, key, limits))
+            progress.update(results[-1])
     else:
         context = multiprocessing.get_context("fork")  # workers start as copies: nothing to import
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            futures = {pool.submit(grade_one, s, f, out, key, limits): s for s, f in todo}
+            futures = [pool.submit(_grade_or_report, s, f, out, key, limits) for s, f in todo]
             for future in as_completed(futures):
-                try:
-                    result = future.result()
-                except Exception as error:  # the grader itself failed: report it, go on
-                    submission = futures[future]
-                    result = _not_graded(submission, "crashed", f"the grader failed on it ({error})", out)
-                results.append(result)
-                progress.update(result)
+                results.append(future.result())
+                progress.update(results[-1])
     progress.close()
     return results
+
+
+def _grade_or_report(submission, fingerprint, out, key, limits):
+    """grade_one, or a `crashed` result if the grader itself fails: the batch goes on."""
+    try:
+        return grade_one(submission, fingerprint, out, key, limits)
+    except Exception as error:
+        return _not_graded(submission, "crashed", f"the grader failed on it ({error})", out)
 
 
 # -- one submission ----------------------------------------------------------------

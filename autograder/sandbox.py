@@ -207,7 +207,7 @@ class Sandbox:
         try:
             wire.send(self._writer, {**header, "arguments": tree}, blobs)
         except (TimeoutError, socket.timeout):
-            self._stopped("timeout", f"the submission used up its {self.limits.submission_seconds:g} s")
+            self._out_of_time()
         except OSError:
             self._stopped()
 
@@ -223,7 +223,7 @@ class Sandbox:
         """The next message, waiting at most `seconds` (and never past the deadline)."""
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
-            self._stopped("timeout", f"the submission used up its {self.limits.submission_seconds:g} s")
+            self._out_of_time()
         self._socket.settimeout(min(seconds + GRACE, remaining))
         try:
             message = wire.receive(self._reader)
@@ -231,7 +231,7 @@ class Sandbox:
             if seconds + GRACE < remaining:
                 self._stopped("timeout", f"{doing} ran longer than {seconds:g} s and could not be "
                                          "interrupted")
-            self._stopped("timeout", f"the submission used up its {self.limits.submission_seconds:g} s")
+            self._out_of_time()
         except ConnectionError:
             self._stopped()  # the other end is gone: the process died
         except (wire.WireError, OSError) as error:
@@ -239,6 +239,9 @@ class Sandbox:
         if message is None:
             self._stopped()
         return message
+
+    def _out_of_time(self):
+        self._stopped("timeout", f"the submission used up its {self.limits.submission_seconds:g} s")
 
     def _stopped(self, status=None, reason=None):
         """Kill the sandbox, record why, raise SandboxStopped."""

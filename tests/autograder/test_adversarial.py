@@ -19,15 +19,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from autograder import grade
-from autograder.checks import harness
 from autograder.course import ROOT
 from autograder.sandbox import Limits
 from tests.autograder import adversarial
 from tests.autograder.adversarial import ALL_CHEATS, CACHE_CHEAT, CACHE_SLUG, HONEST, HONEST_UNSTABLE, SLUG
+from tests.autograder.grading import write
 
 MEMORY_MB = 512
 LIMITS = Limits(cell_seconds=5, call_seconds=5, submission_seconds=20, memory_bytes=MEMORY_MB * 2 ** 20)
@@ -50,12 +49,6 @@ class Batch:
 
     def feedback(self, student, slug=SLUG):
         return (self.out / "feedback" / student / f"{slug}.html").read_text()
-
-
-def write(folder, student, notebook, slug=SLUG):
-    path = folder / student / f"{slug}.ipynb"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(notebook, path)
 
 
 def digests(folder):
@@ -103,11 +96,7 @@ def grade_in_process(tmp_path, secret, notebooks, workers=1):
     folder, out = tmp_path / "submissions", tmp_path / "out"
     for student, (slug, notebook) in notebooks.items():
         write(folder, student, notebook, slug)
-    saved = harness.SECRET  # grading sets the checks' secret: the other tests expect none
-    try:
-        grade.grade(folder, out, workers=workers, secret=secret, limits=LIMITS, log=lambda _: None)
-    finally:
-        harness.SECRET = saved
+    grade.grade(folder, out, workers=workers, secret=secret, limits=LIMITS, log=lambda _: None)
     return results_in(out)
 
 

@@ -10,6 +10,7 @@ import zipfile
 import pytest
 
 from autograder import course, grade
+from autograder.checks import harness
 from tests.autograder.grading import SLUG, grades, implementations, max_score, run_grader, write
 from tests.conftest import submission
 
@@ -163,3 +164,8 @@ def test_without_bubblewrap_grading_stops_with_a_clear_message(tmp_path):
                              text=True, env={"PATH": str(tmp_path)}, timeout=120)  # no bwrap on PATH
     assert process.returncode == 2
     assert "bubblewrap" in process.stderr and "Traceback" not in process.stderr
+
+
+def test_grading_leaves_no_secret_behind(batch, serial):
+    """The checks' secret is the grader's for one submission at a time; afterwards, none."""
+    assert harness.SECRET is None
