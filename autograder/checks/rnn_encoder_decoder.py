@@ -354,13 +354,7 @@ def _check_greedy_case(greedy_decode, description, X, params, bos_id, eos_id, ma
                 if own is not None and _same(actual, own):
                     return  # right, with the student's own (wrong) encode or decode_step
 
-    k = actual.shape[1]
-    if k >= 1 and np.all(actual[:, 0] == bos_id) and k - 1 <= L \
-            and np.array_equal(actual[:, 1:], expected[:, :k - 1]):
-        check(False, f"on {description}, the output starts with BOS: it should hold only the "
-                     "generated tokens, from the first one after BOS.")
-    check(k <= max_len, f"on {description}, greedy_decode produced {k} tokens: at most "
-                        f"max_len={max_len}.")
+    check_greedy_length(actual, expected, bos_id, max_len, description)
     variants = [
         (dict(start="zeros"), "the decoder starts from s_0 = c = h_T (the last encoder state), "
                               "not from zeros"),
@@ -448,6 +442,18 @@ def _works(name, function):
         elif not _close(actual, expected):
             return False
     return True
+
+
+def check_greedy_length(actual, expected, bos_id, max_len, description):
+    """Fail when ``actual`` starts with BOS or holds more than ``max_len`` tokens (shared by
+    the Transformer's greedy decoding, which has the same output contract)."""
+    k, L = actual.shape[1], expected.shape[1]
+    if k >= 1 and np.all(actual[:, 0] == bos_id) and k - 1 <= L \
+            and np.array_equal(actual[:, 1:], expected[:, :k - 1]):
+        check(False, f"on {description}, the output starts with BOS: it should hold only the "
+                     "generated tokens, from the first one after BOS.")
+    check(k <= max_len, f"on {description}, greedy_decode produced {k} tokens: at most "
+                        f"max_len={max_len}.")
 
 
 def check_greedy_contract(actual, expected, eos_id, max_len, description):
