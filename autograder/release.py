@@ -4,8 +4,16 @@ nbgrader's generate_assignment removes the solutions and hidden tests from
 each instructor notebook (autograder/source/<slug>/<slug>.ipynb) and clears
 outputs; this module adds the "generated" note and writes the result to
 exercises/<slug>.ipynb. A test regenerates them and fails when they differ.
+
+Before that, two kinds of cell of the instructor notebooks are stamped from
+their one source: the check helpers from autograder/checks/checking.py, and
+every locked "given" cell (functions the exercise hands to the student) from
+solutions/: a cell whose metadata holds ``"course": {"given": ["solutions.<module>:<name>", ...]}``
+gets the source of those definitions, under a header saying so.
 """
 
+import ast
+import importlib
 import tempfile
 from pathlib import Path
 
@@ -25,6 +33,7 @@ def release(exercises_dir=EXERCISES, names=None):
     names = assignments() if names is None else list(names)
     for name in names:
         sync_check_helpers(SOURCE / name / f"{name}.ipynb")
+        stamp_given_cells(SOURCE / name / f"{name}.ipynb")
     exercises_dir = Path(exercises_dir)
     exercises_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="release-") as tmp:
@@ -55,6 +64,88 @@ def sync_check_helpers(path):
     cells[0].source = helpers
     nbformat.write(notebook, path)
     return True
+
+
+def stamp_given_cells(path):
+    """Write into every given cell of the notebook at `path` the definitions it lists.
+
+    Returns True when the notebook had to be rewritten. Raises ReleaseError
+    when a listed name does not exist, or when a stamped definition uses
+    another definition of solutions/ that no cell of the notebook provides
+    (list it too), so that a given cell can never fail with a NameError.
+    """
+    notebook = nbformat.read(path, as_version=4)
+    given = [(cell, cell.metadata["course"]["given"]) for cell in notebook.cells
+             if "given" in cell.metadata.get("course", {})]
+    stamped = {spec.partition(":")[2] for _, specs in given for spec in specs}
+    defined = stamped | _names_defined(cell.source for cell in notebook.cells if cell.cell_type == "code")
+    changed = False
+    for cell, specs in given:
+        source, needed = given_source(specs)
+        if needed - defined:
+            raise ReleaseError(f"{path}: the given cell {specs} uses {sorted(needed - defined)}, "
+                               "which no cell of the notebook defines: add them to its list")
+        if cell.source != source:
+            cell.source, changed = source, True
+    if changed:
+        nbformat.write(notebook, path)
+    return changed
+
+
+def given_source(specs):
+    """(source, needed): the definitions `specs` ("module:name") with their modules' imports.
+
+    `needed` holds the names of solutions/ that those definitions use: the
+    other top-level definitions of their modules, and what those modules
+    import from solutions/.
+    """
+    imports, definitions, needed, modules = [], [], set(), []
+    for spec in specs:
+        module_name, _, name = spec.partition(":")
+        module_source = Path(importlib.import_module(module_name).__file__).read_text()
+        tree = ast.parse(module_source)
+        nodes = {target: node for node in tree.body for target in _defined_by(node)}
+        if name not in nodes:
+            raise ReleaseError(f"{module_name} has no top-level definition {name!r}")
+        node = nodes[name]
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        definitions.append("\n".join(module_source.splitlines()[start - 1:node.end_lineno]))
+        from_solutions = {alias.asname or alias.name for n in tree.body if isinstance(n, ast.ImportFrom)
+                          and (n.level or (n.module or "").startswith("solutions")) for alias in n.names}
+        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        needed |= used & (set(nodes) | from_solutions)
+        if module_name not in modules:
+            modules.append(module_name)
+            imports += [ast.get_source_segment(module_source, n) for n in tree.body
+                        if isinstance(n, ast.Import) or (isinstance(n, ast.ImportFrom) and not n.level
+                                                         and not n.module.startswith("solutions"))]
+    files = ", ".join(f"solutions/{m.rpartition('.')[2]}.py" for m in modules)
+    header = (f"# Given: generated from {files} by `python -m autograder release`.\n"
+              "# These functions are correct: run this cell, read it, call them; do not change it.")
+    unique_imports = "\n".join(dict.fromkeys(imports))
+    return f"{header}\n{unique_imports}\n\n\n" + "\n\n\n".join(definitions), needed
+
+
+def _defined_by(node):
+    """The top-level names a statement of a module defines."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return [t.id for t in targets if isinstance(t, ast.Name)]
+    return []
+
+
+def _names_defined(sources):
+    """The names that the code cells `sources` define at top level (IPython magics skipped)."""
+    names = set()
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        names.update(name for node in tree.body for name in _defined_by(node))
+    return names
 
 
 def _generated_note(name):

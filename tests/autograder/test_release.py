@@ -4,7 +4,7 @@ import nbformat
 import pytest
 
 from autograder import course
-from autograder.release import HELPERS_CELL, release, sync_check_helpers
+from autograder.release import HELPERS_CELL, ReleaseError, release, stamp_given_cells, sync_check_helpers
 
 SLUGS = course.assignments()
 
@@ -34,6 +34,45 @@ def test_exercises_are_up_to_date(slug, regenerated):
 def test_instructor_helper_cell_is_autograder_checks_checking(slug):
     assert not sync_check_helpers(course.SOURCE / slug / f"{slug}.ipynb"), (
         "the helper cell differed from autograder/checks/checking.py: it has been synced, commit it")
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_instructor_given_cells_are_stamped_from_solutions(slug):
+    assert not stamp_given_cells(course.SOURCE / slug / f"{slug}.ipynb"), (
+        "a given cell differed from the solutions/ definitions it lists: it has been stamped, commit it")
+
+
+def given_notebook(tmp_path, specs, *other_sources):
+    cells = [nbformat.v4.new_code_cell("old", metadata={"course": {"given": specs}})]
+    cells += [nbformat.v4.new_code_cell(source) for source in other_sources]
+    path = tmp_path / "given.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    return path
+
+
+def test_given_cell_gets_the_definitions_and_their_imports(tmp_path):
+    path = given_notebook(tmp_path, ["solutions.scaled_dot_product:softmax"])
+    assert stamp_given_cells(path)
+    source = nbformat.read(path, as_version=4).cells[0].source
+    assert source.startswith("# Given: generated from solutions/scaled_dot_product.py")
+    assert "import numpy as np" in source and "def softmax(x, axis=-1):" in source
+    namespace = {}
+    exec(source, namespace)
+    assert namespace["softmax"]([0.0, 0.0]).tolist() == [0.5, 0.5]
+    assert not stamp_given_cells(path)  # stamped: nothing more to do
+
+
+def test_given_cell_must_list_what_its_definitions_use(tmp_path):
+    path = given_notebook(tmp_path, ["solutions.multi_head:multi_head_attention"])
+    with pytest.raises(ReleaseError, match="_check_heads"):
+        stamp_given_cells(path)
+    # provided by another cell of the notebook (the student's, say): fine
+    path = given_notebook(tmp_path, ["solutions.multi_head:multi_head_attention", "solutions.multi_head:_check_heads"],
+                          "def split_heads(X, h): ...\ndef merge_heads(X): ...\n"
+                          "def scaled_dot_product_attention(Q, K, V, mask=None): ...")
+    assert stamp_given_cells(path)
+    with pytest.raises(ReleaseError, match="no top-level definition 'nothing'"):
+        stamp_given_cells(given_notebook(tmp_path, ["solutions.multi_head:nothing"]))
 
 
 @pytest.mark.parametrize("slug", SLUGS)
