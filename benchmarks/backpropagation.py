@@ -1,6 +1,6 @@
 """Forward and backward of multi-head attention: time and peak memory, ours and PyTorch's.
 
-    .venv/bin/python benchmarks/backpropagation.py [--repeats 5]
+    .venv/bin/python benchmarks/backpropagation.py [--repeats 5] [--threads 1]
     PYTHONPATH=$PWD /path/to/venv-with-torch/bin/python benchmarks/backpropagation.py
 
 At B = 8, T = 256, d_model = 512, h = 8 (self-attention, a causal mask), in
@@ -16,16 +16,29 @@ PyTorch is not a dependency of the course: when ``import torch`` works, the
 same computation (the same matrix products, written with torch tensors) is
 timed forward and through autograd's backward; otherwise that part is skipped
 with a note. Timings on a shared machine are noisy: they are medians.
+
+Both libraries use ``--threads`` threads (default 1): on a machine whose
+cores are busy with other work, multi-threaded OpenBLAS (NumPy's BLAS) can
+be ten times slower than one thread, which would measure the machine's
+load, not the code. The thread count is set before NumPy is imported.
 """
 
 import argparse
+import os
 import statistics
 import sys
 import time
 import tracemalloc
 from pathlib import Path
 
-import numpy as np
+PARSER = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+PARSER.add_argument("--repeats", type=int, default=5, help="timed runs of each (default 5)")
+PARSER.add_argument("--threads", type=int, default=1, help="BLAS and PyTorch threads (default 1)")
+THREADS = PARSER.parse_known_args()[0].threads
+for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[variable] = str(THREADS)
+
+import numpy as np  # noqa: E402
 
 if __package__ in (None, ""):  # run as a file: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -88,6 +101,7 @@ def pytorch(dtype, repeats):
         import torch
     except ImportError:
         return None
+    torch.set_num_threads(THREADS)
     X, params, G = problem(dtype)
     to_torch = {np.float64: torch.float64, np.float32: torch.float32}[dtype]
     X_t = torch.tensor(X, requires_grad=True)
@@ -138,11 +152,9 @@ def pytorch(dtype, repeats):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs of each (default 5)")
-    args = parser.parse_args(argv)
+    args = PARSER.parse_args(argv)
     print(f"multi-head self-attention, B={B}, T={T}, d_model={D_MODEL}, h={HEADS}, causal mask; "
-          f"median of {args.repeats} runs")
+          f"median of {args.repeats} runs; {THREADS} thread(s)")
     print(f"the weights of one layer, (B, h, T, T): {B * HEADS * T * T * 8 / 2**20:.0f} MiB in float64, "
           f"{B * HEADS * T * T * 4 / 2**20:.0f} MiB in float32")
     for dtype in (np.float64, np.float32):
