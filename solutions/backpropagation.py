@@ -153,6 +153,8 @@ def cross_entropy(logits, targets, mask=None, label_smoothing=0.0):
     as ``shifted − log Σ exp(shifted)``, finite for logits of ±1e4.
     """
     logits, targets = np.asarray(logits), np.asarray(targets)
+    if not np.issubdtype(logits.dtype, np.floating):
+        logits = logits.astype(np.float64)
     if logits.ndim < 1 or targets.shape != logits.shape[:-1]:
         raise ValueError(f"targets of shape {targets.shape} must have the leading shape of "
                          f"logits {logits.shape} (..., V)")
