@@ -101,6 +101,16 @@ def test_sdpa_backward_matches_central_differences(leading, masked):
         np.testing.assert_array_equal(grads[0][..., 0, :], 0.0)
 
 
+def test_sdpa_backward_sums_over_broadcast_leading_axes():
+    # the same keys and values (3, 5, d) for two batches of queries (2, 3, 4, d)
+    Q, K, V = rng.normal(size=(2, 3, 4, 3)), rng.normal(size=(3, 5, 3)), rng.normal(size=(1, 5, 2))
+    G = rng.normal(size=(2, 3, 4, 2))
+    grads = scaled_dot_product_attention_backward(Q, K, V, G)
+    loss = sdpa_loss(G)
+    assert_gradient(lambda X: loss(Q, X, V), K, grads[1])
+    assert_gradient(lambda X: loss(Q, K, X), V, grads[2])
+
+
 def test_sdpa_backward_masked_keys_get_no_gradient():
     Q, K, V, G = (rng.normal(size=(2, 4, 3)) for _ in range(4))
     mask = np.array([True, True, False, False])  # keys 2 and 3 are padding
