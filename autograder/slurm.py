@@ -1,0 +1,98 @@
+"""`python -m autograder slurm SUBMISSIONS --out OUT --shards N [--sbatch-option OPT ...] [--wait]`.
+
+Grading on a Slurm cluster: a job array of N tasks, task i running
+`grade --shard i/N` into OUT/shards/<i>, and a merge job that runs when all
+of them have succeeded (`--dependency=afterok`) and combines the shards into
+OUT. The result is that of one `grade` over the whole batch: the split is
+stable (`grade.in_shard`) and every shard draws the checks' inputs from the
+same secret (OUT/secret.key unless `--secret` is given).
+
+The job scripts are written to OUT/slurm/ (what ran, for the record); the
+jobs' output goes to OUT/slurm/*.out. OUT and SUBMISSIONS must be on a file
+system that the compute nodes share, and the nodes need the course's
+environment (this interpreter, bubblewrap) at the same paths.
+"""
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from .course import ROOT
+from .grade import _secret_key
+
+
+class SlurmError(RuntimeError):
+    """sbatch is missing or refused a job."""
+
+
+def scripts(submissions, out, shards, grade_args):
+    """(script of the shards, script of the merge) for the job array and the merge job."""
+    python = shlex.quote(sys.executable)
+    head = f"#!/bin/sh\n# Written by `python -m autograder slurm`.\nset -e\ncd {shlex.quote(str(ROOT))}\n"
+    # One grading worker per CPU that Slurm gave the task, unless the instructor said otherwise.
+    workers = [] if any(a.split("=")[0] == "--workers" for a in grade_args) else \
+        ["--workers", "${SLURM_CPUS_PER_TASK:-1}"]
+    grade = (f"exec {python} -m autograder grade {shlex.quote(str(submissions))} "
+             f"--out {shlex.quote(str(out / 'shards'))}/$SLURM_ARRAY_TASK_ID "
+             f"--shard $SLURM_ARRAY_TASK_ID/{shards} "
+             + " ".join([*map(shlex.quote, grade_args), *workers]) + "\n")
+    folders = " ".join(shlex.quote(str(out / "shards" / str(i))) for i in range(1, shards + 1))
+    merge = f"exec {python} -m autograder merge {folders} --out {shlex.quote(str(out))}\n"
+    return head + grade, head + merge
+
+
+def submit(submissions, out, shards, grade_args=(), sbatch_options=(), wait=False, log=print):
+    """Submit the job array and the merge job; return (array id, merge id, exit status of the
+    merge job when `wait`, else None)."""
+    submissions, out = Path(submissions).resolve(), Path(out).resolve()
+    grade_args = list(grade_args)
+    if not any(a.split("=")[0] == "--secret" for a in grade_args):
+        _secret_key(out / "secret.key")  # created once, here, and shared by every shard
+        grade_args += ["--secret", str(out / "secret.key")]
+    folder = out / "slurm"
+    folder.mkdir(parents=True, exist_ok=True)
+    grade_script, merge_script = scripts(submissions, out, shards, grade_args)
+    (folder / "grade.sh").write_text(grade_script)
+    (folder / "merge.sh").write_text(merge_script)
+    common = ["--parsable", f"--chdir={ROOT}", *sbatch_options]
+    array = _sbatch([*common, f"--array=1-{shards}", "--job-name=grade",
+                     f"--output={folder / 'grade-%a.out'}", str(folder / "grade.sh")])
+    log(f"grading job array: {array} ({shards} shards, output in {folder})")
+    merge_command = ["sbatch", *common, f"--dependency=afterok:{array}", "--kill-on-invalid-dep=yes",
+                     "--job-name=grade-merge", f"--output={folder / 'merge.out'}",
+                     *(["--wait"] if wait else []), str(folder / "merge.sh")]
+    try:
+        process = subprocess.Popen(merge_command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True)
+    except FileNotFoundError:
+        raise SlurmError("sbatch is not installed here (Debian package slurm-client or slurm-wlm)")
+    merge = _job_id(process.stdout.readline(), process)  # sbatch --wait prints it, then waits
+    log(f"merge job: {merge} (runs when every shard has succeeded; output in {folder / 'merge.out'})")
+    if not wait:
+        process.communicate()
+        return array, merge, None
+    _, error = process.communicate()
+    if process.returncode != 0 and error.strip():
+        print(error.strip(), file=sys.stderr)
+    return array, merge, process.returncode
+
+
+def _sbatch(arguments):
+    try:
+        process = subprocess.run(["sbatch", *arguments], capture_output=True, text=True)
+    except FileNotFoundError:
+        raise SlurmError("sbatch is not installed here (Debian package slurm-client or slurm-wlm)")
+    if process.returncode != 0:
+        raise SlurmError(f"sbatch refused the job: {process.stderr.strip()}")
+    return _job_id(process.stdout, process)
+
+
+def _job_id(text, process):
+    job = text.strip().split(";")[0]  # --parsable: "id" or "id;cluster"
+    if not job.isdigit():
+        process.wait()
+        error = process.stderr.read() if hasattr(process.stderr, "read") else process.stderr
+        raise SlurmError(f"sbatch refused the job: {(error or text).strip()}")
+    return job
+
