@@ -299,7 +299,7 @@ class Sandbox:
             error = _plain_error(header.get("error"))
             self._note(error, f"cell {cell_id}")
             if error and error["ename"] == "CellTimeout" and error["function"]:
-                self._stop_calling(error["function"], f"in cell {cell_id}", seconds[cell_id])
+                self._stop_calling(error["function"], "in a cell", seconds[cell_id])
             results.append({"id": cell_id, "stdout": _text(header.get("stdout")),
                             "stderr": _text(header.get("stderr")), "error": error,
                             "seconds": _number(header.get("seconds")),

@@ -14,6 +14,9 @@ socket FD with `wire` messages:
   grader -> {"op": "call", "name": n, "timeout": s, "arguments": [args, kwargs]} (wire value)
   runner -> {"op": "returned", "cpu_seconds": s} + [result, args, kwargs after the call]
             or {"op": "raised", "error": {...}, "cpu_seconds": s}
+  grader -> {"op": "count", "names": {name: [argument, "tokens" | "vectors"]}}
+  runner -> {"op": "counting"}
+  grader -> {"op": "counts"}  ->  runner -> {"op": "counts", "counts": {name: n}}
 
 Time limits are on CPU time, which measures the work whatever else the
 machine runs (the reference's times are CPU times too), and on wall-clock
@@ -26,9 +29,6 @@ called); that function is then replaced, in the notebook's namespace, by one
 that raises TimeoutError at once, so that later cells do not wait for it
 again (functions that call it by name fail at once too). The grader passes
 the functions stopped so far ("stopped") to a restarted runner.
-  grader -> {"op": "count", "names": {name: [argument, "tokens" | "vectors"]}}
-  runner -> {"op": "counting"}
-  grader -> {"op": "counts"}  ->  runner -> {"op": "counts", "counts": {name: n}}
 
 Everything it sends is untrusted by the grader, which only ever reads plain
 data from it: the student's code runs in this same process and could forge
@@ -208,7 +208,7 @@ def main(fd):
         except BaseException as raised:  # a timeout between the shell's own handlers
             out = err = CappedOutput([0])
             error = raised
-        note_timeout(error, f"in cell {cell_id}")
+        note_timeout(error, "in a cell")
         for name, stand_in in stopped.items():  # a cell that defines it again does not revive it
             shell.user_ns[name] = stand_in
         wire.send(writer, {"op": "cell", "id": cell_id, "stdout": out.text(), "stderr": err.text(),

@@ -44,7 +44,7 @@ def scripts(submissions, out, shards, grade_args):
 
 def submit(submissions, out, shards, grade_args=(), sbatch_options=(), wait=False, log=print):
     """Submit the job array and the merge job; return (array id, merge id, exit status of the
-    merge job when `wait`, else None)."""
+    merge job when `wait`, else None: not 0 when it failed or never ran)."""
     submissions, out = Path(submissions).resolve(), Path(out).resolve()
     grade_args = list(grade_args)
     if not any(a.split("=")[0] == "--secret" for a in grade_args):
@@ -75,7 +75,21 @@ def submit(submissions, out, shards, grade_args=(), sbatch_options=(), wait=Fals
     _, error = process.communicate()
     if process.returncode != 0 and error.strip():
         print(error.strip(), file=sys.stderr)
-    return array, merge, process.returncode
+    status = process.returncode
+    state = _job_state(merge)
+    if status == 0 and state and state[0] != "COMPLETED":
+        # sbatch --wait exits 0 for a job cancelled before it ran (a shard failed: afterok)
+        print(f"error: the merge job ended {state[0]} ({state[1]}): a shard failed? "
+              f"See {folder}/grade-*.out", file=sys.stderr)
+        status = 1
+    return array, merge, status
+
+
+def _job_state(job):
+    """(JobState, Reason) of `job` as the controller still knows it, or None."""
+    shown = subprocess.run(["scontrol", "show", "job", "--oneliner", job], capture_output=True, text=True)
+    fields = dict(item.split("=", 1) for item in shown.stdout.split() if "=" in item)
+    return (fields["JobState"], fields.get("Reason", "")) if "JobState" in fields else None
 
 
 def _sbatch(arguments):

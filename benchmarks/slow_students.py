@@ -15,9 +15,7 @@ checks, as the grader records them in OUT/results/*/*.json.
 """
 
 import argparse
-import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,7 +26,7 @@ if __package__ in (None, ""):  # run as a file: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autograder import course  # noqa: E402
-from benchmarks.batch import write_batch  # noqa: E402
+from benchmarks.batch import time_per_notebook, write_batch  # noqa: E402
 from tests.autograder.grading import SLUG, implementations, write  # noqa: E402
 from tests.conftest import submission  # noqa: E402
 
@@ -63,16 +61,6 @@ def grade(batch, out, workers):
     return seconds
 
 
-def breakdown(out, students):
-    """Median seconds per phase over the results of `students`."""
-    phases = {}
-    for student in students:
-        result = json.loads((out / "results" / student / f"{SLUG}.json").read_text())
-        for phase, seconds in result.get("seconds", {}).items():
-            phases.setdefault(phase, []).append(seconds)
-    return {phase: statistics.median(values) for phase, values in phases.items()}
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.slow_students",
                                      description=__doc__.split("\n\n")[0])
@@ -103,10 +91,7 @@ def main(argv=None):
             print(f"{label:>16}: {seconds:6.1f} s = {seconds / honest:.2f}x the honest class{target}; "
                   f"load average {os.getloadavg()[0]:.1f}")
             if label == "honest class":
-                phases = breakdown(out, students)
-        total = sum(phases.values())
-        print("an honest notebook's time (medians, s): " + ", ".join(
-            f"{phase} {seconds:.3f} ({seconds / total:.0%})" for phase, seconds in phases.items()))
+                print(f"{'':>16}  {time_per_notebook(out)}")
     return 0
 
 

@@ -23,11 +23,20 @@ def test_slurm_grades_a_batch_in_shards_as_one_grade_does(tmp_path):
     write_batch(submissions, 21, [SLUG])
     secret = tmp_path / "secret.key"
     secret.write_text(secrets.token_hex(32) + "\n")
+    broken_secret = tmp_path / "broken.key"
+    broken_secret.write_text("not a key\n")  # every shard fails on it: the merge never runs
+
+    def run_slurm(out, secret):
+        return subprocess.run([sys.executable, "-m", "autograder", "slurm", submissions, "--out", out,
+                               "--shards", "3", "--wait", "--secret", secret, "--memory", "1024"],
+                              cwd=course.ROOT, env=env, capture_output=True, text=True, timeout=1200)
+
     with single_node_slurm(tmp_path / "slurm") as env:
         daemons_env = env
-        result = subprocess.run([sys.executable, "-m", "autograder", "slurm", submissions, "--out", out,
-                                 "--shards", "3", "--wait", "--secret", secret, "--memory", "1024"],
-                                cwd=course.ROOT, env=env, capture_output=True, text=True, timeout=1200)
+        failed = run_slurm(tmp_path / "failed", broken_secret)
+        result = run_slurm(out, secret)
+    assert failed.returncode != 0 and "merge job ended CANCELLED" in failed.stderr, failed.stderr
+    assert not (tmp_path / "failed" / "grades.csv").exists()
     logs = "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted((out / "slurm").glob("*.out")))
     assert result.returncode == 0, result.stdout + result.stderr + logs
     array, merge = re.findall(r"job(?: array)?: (\d+)", result.stdout)
