@@ -80,6 +80,9 @@ class Timeouts:
     cells: dict = field(default_factory=dict)   # cell id -> seconds
     calls: dict = field(default_factory=dict)   # function name -> seconds of one call
     call: float = None                          # seconds of a call of any other function
+    # cells (the course's: checks, given code) where a function that runs out of time is not
+    # called again; a student's own cell may try a function on a large input of its own
+    stopping_cells: frozenset = frozenset()
 
 
 def check_available():
@@ -290,7 +293,8 @@ class Sandbox:
         seconds = {cell_id: self.timeouts.cells.get(cell_id, self.limits.cell_seconds)
                    for cell_id, _ in self.cells}
         self._send({"op": "run", "cells": self.cells, "cell_timeout": self.limits.cell_seconds,
-                    "cell_timeouts": seconds, "stopped": self.stopped, "limits": limits})
+                    "cell_timeouts": seconds, "stopping_cells": sorted(self.timeouts.stopping_cells),
+                    "stopped": self.stopped, "limits": limits})
         results = []
         for cell_id, _ in self.cells:
             header, _ = self._receive(seconds[cell_id] * self.limits.wall_factor, "a cell")
@@ -298,7 +302,8 @@ class Sandbox:
                 self._stopped("crashed", "the notebook's process sent an unexpected message")
             error = _plain_error(header.get("error"))
             self._note(error, f"cell {cell_id}")
-            if error and error["ename"] == "CellTimeout" and error["function"]:
+            if (error and error["ename"] == "CellTimeout" and error["function"]
+                    and cell_id in self.timeouts.stopping_cells):
                 self._stop_calling(error["function"], "in a cell", seconds[cell_id])
             results.append({"id": cell_id, "stdout": _text(header.get("stdout")),
                             "stderr": _text(header.get("stderr")), "error": error,

@@ -5,7 +5,8 @@ folder holding only this file and `wire.py`. It talks to the grader over the
 socket FD with `wire` messages:
 
   grader -> {"op": "run", "cells": [[id, source], ...], "cell_timeout": s,
-             "cell_timeouts": {id: s}, "stopped": {function: reason}, "limits": {...}}
+             "cell_timeouts": {id: s}, "stopping_cells": [id, ...], "stopped": {function: reason},
+             "limits": {...}}
   runner -> {"op": "cell", "id": id, "stdout": text, "stderr": text,
              "error": {"ename", "evalue", "mro", "function"} or null,
              "seconds": s, "cpu_seconds": s}  (one per cell)
@@ -25,7 +26,8 @@ time at limits["wall_factor"] times as much, which stops code that waits
 
 A cell or call that runs out of time raises CellTimeout naming the outermost
 function of the notebook that was running (the one the cell or check
-called); that function is then replaced, in the notebook's namespace, by one
+called); after a call, or a cell of "stopping_cells" (the course's cells, not
+the student's own), that function is then replaced, in the notebook's namespace, by one
 that raises TimeoutError at once, so that later cells do not wait for it
 again (functions that call it by name fail at once too). The grader passes
 the functions stopped so far ("stopped") to a restarted runner.
@@ -199,6 +201,7 @@ def main(fd):
     for name, reason in request.get("stopped", {}).items():
         stopped[name] = stop_calling(name, reason)
     timeouts = request.get("cell_timeouts", {})
+    stopping_cells = set(request.get("stopping_cells", []))
     for cell_id, source in request["cells"]:
         started, cpu = time.monotonic(), time.process_time()
         try:
@@ -208,7 +211,8 @@ def main(fd):
         except BaseException as raised:  # a timeout between the shell's own handlers
             out = err = CappedOutput([0])
             error = raised
-        note_timeout(error, "in a cell")
+        if cell_id in stopping_cells:
+            note_timeout(error, "in a cell")
         for name, stand_in in stopped.items():  # a cell that defines it again does not revive it
             shell.user_ns[name] = stand_in
         wire.send(writer, {"op": "cell", "id": cell_id, "stdout": out.text(), "stderr": err.text(),

@@ -13,9 +13,14 @@ these figures depend on the machine).
 Grading gives each cell and each call `factor ×` the reference's time on
 the same work, at least `min_seconds` and at most the instructor's ceiling
 (`Limits`: 50×, 2 s, 60 s a cell, 30 s a call by default), in CPU time, and
-`wall_factor` (3) times as much on the clock, for code that sleeps. A student's own
-cells get the largest cell limit of the assignment; an assignment with no
-timing.json (released before this existed) gets the ceilings.
+`wall_factor` (3) times as much on the clock, for code that sleeps. A
+student's own cells get the largest cell limit of the assignment; an
+assignment with no timing.json (released before this existed) gets the
+ceilings. A function that runs out of time in a call by a hidden check or in
+one of the course's cells (a check cell, a given cell) is not called again in
+that submission (`Sandbox.stopped`); one that runs out of time in a
+student's own cell is not stopped (the student may have tried it on a large
+input of their own): only that cell fails.
 """
 
 import json
@@ -108,5 +113,8 @@ def timeouts(name, cells, limits=Limits()):
     by_grade_id = {g: limit(s, limits.cell_seconds, limits.fixed_cells) for g, s in measured["cells"].items()}
     own_cell = max(by_grade_id.values(), default=limits.cell_seconds)
     calls = {f: limit(s, limits.call_seconds, limits.fixed_calls) for f, s in measured["calls"].items()}
+    spec = assignments_.load(name)
+    course_cells = {assignments_.grade_id(c) for c in spec.cells} - spec.solutions - {None}
     return Timeouts(cells={cell_id: by_grade_id.get(grade_id, own_cell) for cell_id, grade_id in cells},
-                    calls=calls, call=max(calls.values(), default=limits.call_seconds))
+                    calls=calls, call=max(calls.values(), default=limits.call_seconds),
+                    stopping_cells=frozenset(cell_id for cell_id, grade_id in cells if grade_id in course_cells))

@@ -88,6 +88,10 @@ def graded_stuck(tmp_path_factory):
     for name, body in STUCK.items():
         write(folder, f"submitted-attention-{name}", stuck(body))
     write(folder, "submitted-attention-loops-on-hidden-inputs", stuck(STUCK_ONLY_IN_HIDDEN_CHECKS))
+    tried = submission(SLUG, implementations(SLUG).CORRECT)
+    tried.cells.append(nbformat.v4.new_code_cell(  # the student's own cell: too much work, no bug
+        "Q = np.ones((2, 4))\nfor _ in range(10 ** 9):\n    scaled_dot_product_attention(Q, Q, Q)"))
+    write(folder, "submitted-correct-own-cell-too-long", tried)
     started = time.monotonic()
     results = grade.grade(folder, out, workers=2, log=lambda message: None)
     return {r.student_id: r for r in results}, time.monotonic() - started
@@ -119,6 +123,12 @@ def test_stuck_only_on_hidden_inputs_fails_the_remaining_calls_at_once(graded_st
     assert "ran longer than its limit of 2 s in a check" in checks["test_attention"].message
     assert "is not called again" in checks["test_attention_masks"].message
     assert result.seconds["checks"] < 2 * 3 + 3, result.seconds
+
+
+def test_a_function_that_ran_too_long_in_the_students_own_cell_keeps_its_points(graded_stuck):
+    results, _ = graded_stuck
+    result = results["submitted-correct-own-cell-too-long"]
+    assert result.status == "timeout" and result.score == result.max_score, result
 
 
 def test_four_stuck_submissions_grade_in_seconds_not_minutes(graded_stuck):
