@@ -56,26 +56,22 @@ def submit(submissions, out, shards, grade_args=(), sbatch_options=(), wait=Fals
     (folder / "grade.sh").write_text(grade_script)
     (folder / "merge.sh").write_text(merge_script)
     common = ["--parsable", f"--chdir={ROOT}", *sbatch_options]
-    array = _sbatch([*common, f"--array=1-{shards}", "--job-name=grade",
-                     f"--output={folder / 'grade-%a.out'}", str(folder / "grade.sh")])
+    shards_job = _sbatch([*common, f"--array=1-{shards}", "--job-name=grade",
+                          f"--output={folder / 'grade-%a.out'}", str(folder / "grade.sh")])
+    array = _job_id(shards_job)
+    shards_job.communicate()
     log(f"grading job array: {array} ({shards} shards, output in {folder})")
-    merge_command = ["sbatch", *common, f"--dependency=afterok:{array}", "--kill-on-invalid-dep=yes",
-                     "--job-name=grade-merge", f"--output={folder / 'merge.out'}",
-                     *(["--wait"] if wait else []), str(folder / "merge.sh")]
-    try:
-        process = subprocess.Popen(merge_command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   text=True)
-    except FileNotFoundError:
-        raise SlurmError("sbatch is not installed here (Debian package slurm-client or slurm-wlm)")
-    merge = _job_id(process.stdout.readline(), process)  # sbatch --wait prints it, then waits
+    merge_job = _sbatch([*common, f"--dependency=afterok:{array}", "--kill-on-invalid-dep=yes",
+                         "--job-name=grade-merge", f"--output={folder / 'merge.out'}",
+                         *(["--wait"] if wait else []), str(folder / "merge.sh")])
+    merge = _job_id(merge_job)  # with --wait, sbatch prints the id, then waits for the job
     log(f"merge job: {merge} (runs when every shard has succeeded; output in {folder / 'merge.out'})")
+    _, error = merge_job.communicate()
     if not wait:
-        process.communicate()
         return array, merge, None
-    _, error = process.communicate()
-    if process.returncode != 0 and error.strip():
+    if merge_job.returncode != 0 and error.strip():
         print(error.strip(), file=sys.stderr)
-    status = process.returncode
+    status = merge_job.returncode
     state = _job_state(merge)
     if status == 0 and state and state[0] != "COMPLETED":
         # sbatch --wait exits 0 for a job cancelled before it ran (a shard failed: afterok)
@@ -85,28 +81,27 @@ def submit(submissions, out, shards, grade_args=(), sbatch_options=(), wait=Fals
     return array, merge, status
 
 
+def _sbatch(arguments):
+    try:
+        return subprocess.Popen(["sbatch", *arguments], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+    except FileNotFoundError:
+        raise SlurmError("sbatch is not installed here (Debian package slurm-client or slurm-wlm)")
+
+
+def _job_id(process):
+    """The job id that `sbatch --parsable` prints first ("id" or "id;cluster")."""
+    line = process.stdout.readline()
+    job = line.strip().split(";")[0]
+    if not job.isdigit():
+        _, error = process.communicate()
+        raise SlurmError(f"sbatch refused the job: {(error or line).strip()}")
+    return job
+
+
 def _job_state(job):
     """(JobState, Reason) of `job` as the controller still knows it, or None."""
     shown = subprocess.run(["scontrol", "show", "job", "--oneliner", job], capture_output=True, text=True)
     fields = dict(item.split("=", 1) for item in shown.stdout.split() if "=" in item)
     return (fields["JobState"], fields.get("Reason", "")) if "JobState" in fields else None
-
-
-def _sbatch(arguments):
-    try:
-        process = subprocess.run(["sbatch", *arguments], capture_output=True, text=True)
-    except FileNotFoundError:
-        raise SlurmError("sbatch is not installed here (Debian package slurm-client or slurm-wlm)")
-    if process.returncode != 0:
-        raise SlurmError(f"sbatch refused the job: {process.stderr.strip()}")
-    return _job_id(process.stdout, process)
-
-
-def _job_id(text, process):
-    job = text.strip().split(";")[0]  # --parsable: "id" or "id;cluster"
-    if not job.isdigit():
-        process.wait()
-        error = process.stderr.read() if hasattr(process.stderr, "read") else process.stderr
-        raise SlurmError(f"sbatch refused the job: {(error or text).strip()}")
-    return job
 
