@@ -60,7 +60,7 @@ class Limits:
                                         # fixed_cells)
     call_seconds: float = 30.0          # of one call of a student's function by a check: at most
                                         # (or exactly, if fixed_calls)
-    wall_factor: float = 3.0            # a cell or call may wait (sleep) this many times its limit
+    wall_factor: float = 2.0            # a cell or call may wait (sleep) this many times its limit
     time_factor: float = 50.0           # below those, a cell or call gets this many times the
     min_seconds: float = 2.0            # reference's time on it, at least min_seconds (timing.py)
     fixed_cells: bool = False           # the instructor fixed every cell's limit
