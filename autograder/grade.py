@@ -28,6 +28,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,7 +36,7 @@ from pathlib import Path
 import nbformat
 
 from . import assignment as assignments_
-from . import report
+from . import report, timing
 from .flags import flags
 from .checks import harness
 from .checks.checking import CheckFailed
@@ -69,6 +70,7 @@ class Result:
     notes: list = field(default_factory=list)  # what happened, for the instructor and the student
     fingerprint: str = ""
     flags: list = field(default_factory=list)  # what the code does to the grading, for the instructor
+    seconds: dict = field(default_factory=dict)  # where the time went: start, imports, cells, checks
 
     @property
     def score(self):
@@ -99,7 +101,7 @@ def grade(submissions, out, workers=None, shard=None, secret=None, limits=Limits
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     check_available()
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    (out / "results").mkdir(parents=True, exist_ok=True)  # even for a shard with no students
     key = _secret_key(Path(secret) if secret else out / "secret.key")
     version = _grader_version(limits)
     with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
@@ -180,7 +182,9 @@ def grade_one(submission, fingerprint, out, key, limits=Limits()):
     flagged = flags([cell.source for cell in notebook.cells
                      if cell.cell_type == "code" and cell.source not in released])
     code = [(str(i), cell.source) for i, cell in enumerate(cells) if cell.cell_type == "code"]
-    sandbox = Sandbox(code, limits, uid=BASE_UID + os.getpid() % UID_RANGE)
+    timeouts = timing.timeouts(submission.assignment, [(str(i), assignments_.grade_id(cell))
+                                                       for i, cell in enumerate(cells)], limits)
+    sandbox = Sandbox(code, limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=timeouts)
     harness.SECRET = _seed(key, fingerprint)
     try:
         try:
@@ -188,18 +192,21 @@ def grade_one(submission, fingerprint, out, key, limits=Limits()):
         except SandboxStopped as stop:
             return _not_graded(submission, stop.status, stop.reason, out, fingerprint, problems, flagged)
         visible = {assignments_.grade_id(cell): outputs.get(str(i)) for i, cell in enumerate(cells)}
-        checks, restarts = [], 0
+        checks, restarts, started = [], 0, time.monotonic()
+        seconds = sandbox.seconds
         for test in spec.tests:
             if not sandbox.alive and restarts < RESTARTS:
                 sandbox, restarts = _restart(sandbox), restarts + 1
             checks.append(_run_test(test, visible.get(test.grade_id), sandbox))
+        seconds = {**seconds, "checks": time.monotonic() - started}
     finally:
         sandbox.close()
         harness.SECRET = None
     statuses = [status for status, _ in sandbox.events] + ["invalid-structure"] * bool(problems)
     status = min(statuses, key=STATUSES.index, default="graded")
     notes = problems + [reason for _, reason in sandbox.events]
-    result = Result(submission.student_id, submission.assignment, status, checks, notes, fingerprint, flagged)
+    result = Result(submission.student_id, submission.assignment, status, checks, notes, fingerprint, flagged,
+                    {phase: round(s, 4) for phase, s in seconds.items()})
     _save(out, result, report.feedback_html(result, cells, outputs))
     return result
 
@@ -207,8 +214,9 @@ def grade_one(submission, fingerprint, out, key, limits=Limits()):
 def _restart(sandbox):
     """A fresh sandbox for the remaining checks: the last one died or was stopped."""
     sandbox.close()
-    fresh = Sandbox(sandbox.cells, sandbox.limits, sandbox.uid)
+    fresh = Sandbox(sandbox.cells, sandbox.limits, sandbox.uid, timeouts=sandbox.timeouts)
     fresh.events, fresh.deadline = sandbox.events, sandbox.deadline  # no new time
+    fresh.stopped = sandbox.stopped  # nor new calls of what ran out of time
     try:
         fresh.run()
     except SandboxStopped:
@@ -291,11 +299,13 @@ def _seed(key, fingerprint):
 
 
 def _grader_version(limits):
-    """A digest of everything that decides a grade: checks, references, notebooks, limits."""
+    """A digest of everything that decides a grade: checks, references, notebooks, limits
+    (and the reference's times, from which the limits derive)."""
     digest = hashlib.sha256(repr(limits).encode())
     files = [*sorted((ROOT / "autograder").rglob("*.py")), *sorted((ROOT / "solutions").glob("*.py")),
              *sorted((ROOT / "exercises").glob("*.ipynb")),
-             *sorted((ROOT / "autograder" / "source").rglob("*.ipynb"))]
+             *sorted((ROOT / "autograder" / "source").rglob("*.ipynb")),
+             *sorted((ROOT / "autograder" / "source").rglob("timing.json"))]
     for path in files:
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
