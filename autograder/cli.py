@@ -1,11 +1,11 @@
-"""The instructor's command line: `python -m autograder release | grade | merge`."""
+"""The command line: `python -m autograder release | grade | merge | export | validate`."""
 
 import argparse
 import re
 import sys
 from pathlib import Path
 
-from . import grade, release
+from . import deadlines, export, grade, release
 from .sandbox import Limits, SandboxUnavailable
 
 
@@ -45,15 +45,57 @@ def main(argv=None):
                                                 f"(default {defaults.submission_seconds:g})")
     grade_parser.add_argument("--memory", type=int, default=defaults.memory_bytes // 2 ** 20, metavar="MB",
                               help=f"memory of a notebook (default {defaults.memory_bytes // 2 ** 20})")
+    grade_parser.add_argument("--due", type=_time, default=None, metavar="TIME",
+                              help="the deadline, ISO 8601 with a zone (e.g. 2026-03-01T23:59:00+01:00); "
+                                   "grades.csv then gains submitted_at,late_days,raw_score")
+    grade_parser.add_argument("--extensions", type=Path, default=None, metavar="FILE",
+                              help="a CSV student_id,due of students with their own deadline")
+    grade_parser.add_argument("--late-penalty", type=float, default=0.0, metavar="F",
+                              help="share of the score lost per started day late (default 0: lateness "
+                                   "is reported, not penalised)")
+    grade_parser.add_argument("--late-cap", type=float, default=1.0, metavar="F",
+                              help="largest share of the score lost to lateness (default 1)")
 
     merge_parser = commands.add_parser("merge", help="combine the OUT folders of shards")
     merge_parser.add_argument("shards", nargs="+", type=Path, help="OUT folders of `grade --shard`")
     merge_parser.add_argument("--out", type=Path, required=True, help="folder for the combined results")
 
+    validate_parser = commands.add_parser(
+        "validate", help="run a notebook as the grader would and report its visible checks (for students)")
+    validate_parser.add_argument("notebook", type=Path)
+    validate_parser.add_argument("--assignment", default=None, metavar="NAME",
+                                 help="the assignment (default: the notebook's file name)")
+
+    export_parser = commands.add_parser("export", help="write the grades of OUT where instructors keep them")
+    export_parser.add_argument("out", type=Path, help="the OUT folder of `grade`")
+    export_parser.add_argument("--to", required=True, choices=sorted(export.FORMATS))
+    export_parser.add_argument("--output", type=Path, required=True, metavar="FILE",
+                               help="the file to write (for nbgrader: the gradebook, created or updated)")
+    export_parser.add_argument("--roster", type=Path, default=None, metavar="FILE",
+                               help="the LMS's own gradebook export: its students and columns")
+    export_parser.add_argument("--match-column", default=None, metavar="NAME",
+                               help="the roster column holding the grader's student ids (default: "
+                                    + "; ".join(f"{k}: {v}" for k, v in export.MATCH_COLUMNS.items()) + ")")
+
     args = parser.parse_args(argv)
     if args.command == "release":
         for path in release.release(names=args.assignments or None):
             print(f"wrote {path}")
+        return 0
+    if args.command == "validate":
+        from .validate import validate
+        if not args.notebook.is_file():
+            parser.error(f"{args.notebook} is not a file")
+        ok, lines = validate(args.notebook, args.assignment)
+        print("\n".join(lines))
+        print("ready to hand in" if ok else "not ready: see the lines above")
+        return 0 if ok else 1
+    if args.command == "export":
+        try:
+            export.export(args.out, args.to, args.output, args.roster, args.match_column)
+        except (OSError, ValueError) as error:
+            parser.error(str(error))
+        print(f"wrote {args.output}", file=sys.stderr)
         return 0
     if args.command == "merge":
         missing = [str(path) for path in args.shards if not (path / "results").is_dir()]
@@ -66,11 +108,20 @@ def main(argv=None):
         parser.error(f"{args.submissions} does not exist")
     if args.workers is not None and args.workers < 1:
         parser.error("--workers must be at least 1")
+    try:
+        deadline = args.due and deadlines.Policy(
+            args.due, args.late_penalty, args.late_cap,
+            deadlines.read_extensions(args.extensions) if args.extensions else {})
+    except (OSError, ValueError) as error:
+        parser.error(str(error))
+    if args.extensions and not args.due:
+        parser.error("--extensions needs --due")
     limits = Limits(cell_seconds=args.cell_timeout, call_seconds=min(defaults.call_seconds, args.cell_timeout),
                     submission_seconds=args.submission_timeout, memory_bytes=args.memory * 2 ** 20)
     try:
         results = grade.grade(args.submissions, args.out, workers=args.workers, shard=args.shard,
-                              secret=args.secret, limits=limits, lms_pattern=args.lms_pattern)
+                              secret=args.secret, limits=limits, lms_pattern=args.lms_pattern,
+                              deadline=deadline)
     except SandboxUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -80,6 +131,13 @@ def main(argv=None):
     print(f"graded {graded} of {len(results)} submissions without a problem; results in {args.out} "
           f"(summary: {args.out / 'summary.html'})", file=sys.stderr)
     return 0
+
+
+def _time(text):
+    try:
+        return deadlines.parse_time(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _shard(text):
