@@ -54,5 +54,5 @@ def validate(path, name=None, limits=Limits()):
         else:
             verdict = "ok (visible checks; more checks run at grading)"
         passed &= verdict.startswith("ok")
-        lines.append(f"{title} [{test.grade_id}, {test.points:g} points]: {verdict}")
+        lines.append(f"{title} [{test.grade_id}, {test.points:g} point{'s' * (test.points != 1)}]: {verdict}")
     return passed and not problems and not sandbox.events, lines

@@ -35,11 +35,12 @@ def test_the_released_notebook_is_not_ready(tmp_path):
 
 
 def test_a_visible_mistake_fails_its_check_in_one_line(tmp_path):
-    task, wrong, check, _ = implementations(SLUG).MISTAKES["softmax-wrong-axis"]
+    task, wrong, _, _ = implementations(SLUG).MISTAKES["attention-unscaled"]
     code, lines, _ = validate(write(tmp_path, "me", submission(SLUG, {**CORRECT, task: wrong})))
     assert code == 1
     failed = [line for line in lines if "FAIL" in line]
-    assert failed and all("Traceback" not in line for line in failed)
+    assert failed[0].startswith("Scaled dot-product attention [test_attention, 3 points]")
+    assert "√d_k" in failed[0] and "Traceback" not in "\n".join(lines)
 
 
 def test_a_notebook_that_only_worked_out_of_order_fails(tmp_path):
@@ -66,13 +67,13 @@ def test_structure_problems_are_named(tmp_path):
 
 
 def test_hidden_checks_are_never_run_or_shown(tmp_path):
-    # a function that passes the visible checks but not the hidden ones: validate says ok
-    for mistake, (task, wrong, check, _) in implementations(SLUG).MISTAKES.items():
-        if mistake in implementations(SLUG).GRADED_MISTAKES:
-            break
+    # softmax over the wrong axis passes the visible checks and fails a hidden one when graded
+    # (tests/autograder/test_grade.py): validate, which never runs the hidden checks, says ok
+    task, wrong, _, _ = implementations(SLUG).MISTAKES["softmax-wrong-axis"]
     code, lines, _ = validate(write(tmp_path, "me", submission(SLUG, {**CORRECT, task: wrong})))
+    assert code == 0
     text = "\n".join(lines)
-    for secret in ("BEGIN HIDDEN TESTS", "autograder.checks", "solutions", "harness"):
+    for secret in ("BEGIN HIDDEN TESTS", "autograder.checks", "solutions", "harness", "check_softmax"):
         assert secret not in text
 
 
