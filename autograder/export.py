@@ -207,7 +207,8 @@ def to_nbgrader(out, output, scores, maxima, names, roster, match_column):
                 submission.timestamp = late.submitted_at.astimezone(timezone.utc).replace(tzinfo=None)
             for check in result.checks:
                 grade = gradebook.find_grade(check.name, result.assignment, result.assignment, student)
-                grade.auto_score, grade.manual_score = check.score, None
+                # as nbgrader's SaveAutoGrades records an autograded check cell
+                grade.auto_score, grade.manual_score, grade.needs_manual_grade = check.score, None, False
             notebook = gradebook.find_submission_notebook(result.assignment, result.assignment, student)
             # the penalty in points: nbgrader's score is the sum of the checks minus it
             notebook.late_submission_penalty = (result.score - scores[student, result.assignment]

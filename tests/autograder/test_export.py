@@ -20,7 +20,7 @@ CORRECT = implementations(SLUG).CORRECT
 def out_with(tmp_path, rows):
     """An OUT folder whose grades.csv holds `rows` (student, assignment, score, max, status)."""
     out = tmp_path / "out"
-    out.mkdir()
+    out.mkdir(parents=True)
     text = "student_id,assignment,score,max_score,status\n" + "".join(
         ",".join(map(str, row)) + "\n" for row in rows)
     (out / "grades.csv").write_text(text)
