@@ -175,3 +175,14 @@ def test_no_page_runs_loads_or_restyles_anything(hostile_out, browser, tracker):
 def test_hostile_names_and_metadata_get_no_page_of_their_own(hostile_out):
     names = {path.name for path in (hostile_out / "feedback").iterdir()}
     assert names == {"hostile", "honest"}
+
+
+def test_feedback_names_failed_tasks_and_links_their_chapter_section(hostile_out):
+    from autograder import tasks
+    page = (hostile_out / "feedback" / "hostile" / f"{SLUG}.html").read_text()
+    url = tasks.section_url(SLUG, "test_softmax")
+    assert f"A stable softmax (<a href='{url}'>read the chapter</a>)" in page  # its softmax fails
+    honest = (hostile_out / "feedback" / "honest" / f"{SLUG}.html").read_text()
+    assert "read the chapter" not in honest and "A stable softmax" in honest  # nothing failed
+    # the notebook as graded, highlighted by Pygments (a keyword span), not hand-written markup
+    assert "<div class=\"highlight\"><pre>" in page and "<span class=\"k\">def</span>" in page
