@@ -101,21 +101,24 @@ def main(argv=None):
         missing = [str(path) for path in args.shards if not (path / "results").is_dir()]
         if missing:
             parser.error(f"not the output of `grade`: {', '.join(missing)}")
-        results = grade.merge(args.shards, args.out)
+        try:
+            results = grade.merge(args.shards, args.out)
+        except ValueError as error:
+            parser.error(str(error))
         print(f"merged {len(results)} results into {args.out}", file=sys.stderr)
         return 0
     if not args.submissions.exists():
         parser.error(f"{args.submissions} does not exist")
     if args.workers is not None and args.workers < 1:
         parser.error("--workers must be at least 1")
+    if not args.due and (args.extensions or args.late_penalty or args.late_cap != 1.0):
+        parser.error("--extensions, --late-penalty and --late-cap need --due")
     try:
         deadline = args.due and deadlines.Policy(
             args.due, args.late_penalty, args.late_cap,
             deadlines.read_extensions(args.extensions) if args.extensions else {})
     except (OSError, ValueError) as error:
         parser.error(str(error))
-    if args.extensions and not args.due:
-        parser.error("--extensions needs --due")
     limits = Limits(cell_seconds=args.cell_timeout, call_seconds=min(defaults.call_seconds, args.cell_timeout),
                     submission_seconds=args.submission_timeout, memory_bytes=args.memory * 2 ** 20)
     try:
