@@ -45,7 +45,8 @@ from .messages import failure_message
 from .sandbox import Limits, Sandbox, SandboxStopped, check_available
 
 # A submission's status: `graded`, or the worst thing that happened to it.
-STATUSES = ["missing", "link", "not-a-file", "too-large", "unreadable", "crashed", "timeout", "resource-limit", "invalid-structure", "graded"]
+STATUSES = ["missing", "link", "not-a-file", "too-large", "unreadable", "crashed", "timeout", "resource-limit",
+            "invalid-structure", "graded"]
 RESTARTS = 2  # times a sandbox that died during the hidden checks is started again
 # Sandboxes run as an ordinary user of their own: BASE_UID + the grading process's id (mod
 # UID_RANGE), so that concurrent workers, and concurrent batches, count their processes apart.
