@@ -111,7 +111,8 @@ def _task(assignment, check, link=True):
 
 
 def _checks_table(result):
-    rows = "".join(f"<tr><td>{_task(result.assignment, c.name, link=c.score < c.max_score)}</td>"
+    rows = "".join(f"<tr><td>{_task(result.assignment, c.name, link=c.score < c.max_score)}"
+                   f"<br><small><code>{html.escape(c.name)}</code></small></td>"
                    f"<td>{number(c.score)} / {number(c.max_score)}</td>"
                    f"<td>{html.escape(c.message) or '✓'}</td></tr>" for c in result.checks)
     return ("<table><tr><th>task</th><th>points</th><th>why points were lost</th></tr>"
