@@ -35,6 +35,10 @@ MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
 MAX_ARCHIVE_BYTES = 4 * 1024 ** 3   # all extracted files together
 MAX_ARCHIVE_FILES = 100_000
 MAX_NAME = 255
+# (status, reason) of notebooks found but never read
+LINK = ("link", "the notebook is a symbolic link (links are not followed)")
+NOT_A_FILE = ("not-a-file", "the notebook is not a regular file (a folder, a pipe or a device)")
+TOO_LARGE = ("too-large", f"the notebook is larger than {MAX_NOTEBOOK_BYTES // 2 ** 20} MB")
 
 
 @dataclass(frozen=True)
@@ -49,12 +53,10 @@ class Submission:
 def _problem(path):
     """(status, reason) if the notebook at `path` must not be read, else None."""
     if path.is_symlink():
-        return "link", "the notebook is a symbolic link (links are not followed)"
+        return LINK
     if not path.is_file():
-        return "not-a-file", "the notebook is not a regular file (a folder, a pipe or a device)"
-    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-        return "too-large", f"the notebook is larger than {MAX_NOTEBOOK_BYTES // 2 ** 20} MB"
-    return None
+        return NOT_A_FILE
+    return TOO_LARGE if path.stat().st_size > MAX_NOTEBOOK_BYTES else None
 
 
 def unpack(path, destination, log, refused=None):
@@ -76,9 +78,9 @@ def unpack(path, destination, log, refused=None):
                 continue
             status, problem = "unreadable", _unsafe(member.filename)
             if problem is None and stat.S_ISLNK(member.external_attr >> 16):
-                status, problem = "link", "the notebook is a symbolic link (links are not followed)"
+                status, problem = LINK
             elif problem is None and member.file_size > MAX_NOTEBOOK_BYTES:
-                status, problem = "too-large", f"the notebook is larger than {MAX_NOTEBOOK_BYTES // 2 ** 20} MB"
+                status, problem = TOO_LARGE
             total += member.file_size
             if problem is None and total > MAX_ARCHIVE_BYTES:
                 problem = f"the archive unpacks to more than {MAX_ARCHIVE_BYTES} bytes"
