@@ -349,6 +349,15 @@ def write_reports(out):
     write_atomic(out / "grades.csv", report.grades_csv(results, policy))
     write_atomic(out / "details.csv", report.details_csv(results))
     write_atomic(out / "summary.html", report.summary_html(results, policy))
+    for result in results:  # what the deadline did, on the student's page
+        page = out / "feedback" / result.student_id / f"{result.assignment}.html"
+        try:
+            text = page.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        updated = report.with_deadline(text, result, policy)
+        if updated != text:
+            write_atomic(page, updated)
 
 
 def merge(outs, out):

@@ -15,6 +15,7 @@ import collections
 import csv
 import html
 import io
+import re
 import sys
 
 from markdown_it import MarkdownIt
@@ -103,6 +104,32 @@ def _page(title, body):
             f"{STYLE}</head><body>{body}</body></html>\n")
 
 
+# Where a feedback page says what the deadline did: filled in by `with_deadline` whenever the
+# reports are written (the policy may come after the page). Student text is escaped, so it
+# cannot contain these comments.
+DEADLINE_SLOT = "<!--deadline--><!--/deadline-->"
+_FILLED_SLOT = re.compile(r"<!--deadline-->.*?<!--/deadline-->", re.DOTALL)
+
+
+def with_deadline(page, result, policy):
+    """The feedback `page` of `result` saying when it was handed in and what lateness cost."""
+    note = ""
+    if policy is not None and result.status != "missing":
+        late = deadlines.assess(policy, result.student_id, result.submitted_at)
+        if late.submitted_at is None:
+            note = ("No time of handing in was recorded for this submission: your instructor "
+                    "will decide about lateness.")
+        elif late.late_days == 0:
+            note = f"Handed in {late.submitted_at.isoformat()}, on time (due {late.due.isoformat()})."
+        else:
+            note = (f"Handed in {late.submitted_at.isoformat()}, {deadlines.describe(late.late_by)} after the "
+                    f"deadline ({late.due.isoformat()}): {late.late_days} started day"
+                    f"{'s' * (late.late_days != 1)} late, {number(round(100 * (1 - late.factor), 6))} % off. "
+                    f"Your score: {number(_score(result, late))} / {number(result.max_score)}.")
+    note = f"<p class='note'>{html.escape(note)}</p>" if note else ""
+    return _FILLED_SLOT.sub(lambda _: f"<!--deadline-->{note}<!--/deadline-->", page, count=1)
+
+
 def _task(assignment, check, link=True):
     """The task a check grades, by title, and a link to the chapter section that explains it."""
     title = html.escape(tasks.titles(assignment).get(check, check))
@@ -136,7 +163,7 @@ def feedback_html(result, cells, outputs):
     markdown = MarkdownIt("commonmark", {"html": False}).enable("table").disable("image")
     scores = {c.name: c for c in result.checks}
     parts = [f"<h1>{html.escape(result.assignment)}: {html.escape(result.student_id)}</h1>",
-             f"<h2>Your checks: {number(result.score)} / {number(result.max_score)}</h2>",
+             f"<h2>Your checks: {number(result.score)} / {number(result.max_score)}</h2>", DEADLINE_SLOT,
              _checks_table(result), _notes(result), "<h2>Your notebook, as graded</h2>"]
     for index, cell in enumerate(cells):
         if cell.cell_type == "markdown":
@@ -162,7 +189,7 @@ def feedback_html(result, cells, outputs):
 
 def not_graded_html(result, reason):
     return _page(f"{result.assignment}: {result.student_id}", (
-        f"<h1>{html.escape(result.assignment)}: {html.escape(result.student_id)}</h1>"
+        f"<h1>{html.escape(result.assignment)}: {html.escape(result.student_id)}</h1>{DEADLINE_SLOT}"
         f"<p>Your submission was not graded (<b>{html.escape(result.status)}</b>): "
         f"{html.escape(reason)}.</p><p>Score: 0 / {number(result.max_score)}. Ask your instructor "
         "if you believe this is a mistake.</p>" + _checks_table(result)))

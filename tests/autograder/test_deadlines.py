@@ -1,6 +1,7 @@
 """Late submissions: started days, penalty, cap, extensions, times from nbgrader and LMS exports."""
 
 import csv
+import shutil
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -136,3 +137,23 @@ def test_shards_keep_the_deadline_when_merged(late_batch, tmp_path):
 def test_a_deadline_without_a_zone_is_refused(tmp_path):
     process = run_grader("grade", tmp_path, "--out", tmp_path / "out", "--due", "2026-03-01T23:59")
     assert process.returncode == 2 and "no time zone" in process.stderr
+
+
+def test_the_student_page_says_when_it_was_handed_in_and_what_it_cost(late_batch):
+    out, _ = late_batch
+    page = (out / "feedback" / "two-days" / f"{SLUG}.html").read_text()
+    assert "1 day 2 h after the deadline" in page and "2 started days late, 20 % off" in page
+    assert f"Your score: {0.8 * max_score(SLUG):g} / {max_score(SLUG):g}" in page
+    assert "on time" in (out / "feedback" / "on-time" / f"{SLUG}.html").read_text()
+    assert "No time of handing in" in (out / "feedback" / "no-time" / f"{SLUG}.html").read_text()
+
+
+def test_regrading_without_a_deadline_clears_it_from_the_pages(late_batch, tmp_path):
+    out, _ = late_batch
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    (copy / deadlines.POLICY_FILE).unlink()
+    grade.write_reports(copy)
+    page = (copy / "feedback" / "two-days" / f"{SLUG}.html").read_text()
+    assert "after the deadline" not in page and "<!--deadline--><!--/deadline-->" in page
+    assert open(copy / "grades.csv").readline().strip() == "student_id,assignment,score,max_score,status"
