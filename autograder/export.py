@@ -141,35 +141,30 @@ def to_canvas(out, output, scores, maxima, names, roster, match_column):
     return written
 
 
-def to_moodle(out, output, scores, maxima, names, roster, match_column):
+def _students(scores, roster, match_column, alias=None):
+    """(ids, roster header): the roster's `match_column` (or `alias`, the LMS's own name for it),
+    or without a roster the students of the results."""
     if roster is None:
-        students = sorted({student for student, _ in scores})
-        ids = students
-    else:
-        header, rows = read_roster(roster)
-        if match_column not in header and match_column == MATCH_COLUMNS["moodle"] and "Email address" in header:
-            match_column_in_roster = "Email address"  # the column of Moodle's own grade export
-        else:
-            match_column_in_roster = match_column
-        match = _match_index(header, match_column_in_roster, roster)
-        ids = [row[match].strip() for row in rows]
-        students = ids
+        return sorted({student for student, _ in scores}), []
+    header, rows = read_roster(roster)
+    match = _match_index(header, alias if match_column not in header and alias in header else match_column, roster)
+    return [row[match].strip() for row in rows], header
+
+
+def to_moodle(out, output, scores, maxima, names, roster, match_column):
+    # Moodle's own grade export calls the column "Email address"
+    ids, _ = _students(scores, roster, match_column, "Email address" if match_column == "email" else None)
     _write(output, [match_column, *names],
            [[spreadsheet_safe(student), *(_cell(scores, student, name) for name in names)] for student in ids])
-    return students
+    return ids
 
 
 def to_blackboard(out, output, scores, maxima, names, roster, match_column):
-    titles = [f"{name} [Total Pts: {number(maxima[name])}]" for name in names]
-    if roster is None:
-        ids = sorted({student for student, _ in scores})
-    else:
-        header, rows = read_roster(roster)
-        match = _match_index(header, match_column, roster)
-        ids = [row[match].strip() for row in rows]
-        for k, name in enumerate(names):  # an existing Grade Center column: its header, with its id
-            index = _column(header, name, r"\s*\[Total Pts:[^\]]*\](\s*\|\s*\d+)?")
-            titles[k] = header[index] if index is not None else titles[k]
+    ids, header = _students(scores, roster, match_column)
+    titles = []
+    for name in names:  # an existing Grade Center column keeps its header, with its id; else a new one
+        index = _column(header, name, r"\s*\[Total Pts:[^\]]*\](\s*\|\s*\d+)?")
+        titles.append(header[index] if index is not None else f"{name} [Total Pts: {number(maxima[name])}]")
     _write(output, ["Username", *titles],
            [[spreadsheet_safe(student), *(_cell(scores, student, name) for name in names)] for student in ids],
            quoting=csv.QUOTE_ALL)
