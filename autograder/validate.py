@@ -53,6 +53,9 @@ def validate(path, name=None, limits=Limits()):
             verdict = f"FAIL: {failure_message(output['error'])}"
         else:
             verdict = "ok (visible checks; more checks run at grading)"
-        passed &= verdict.startswith("ok")
+        if not verdict.startswith("ok"):
+            passed = False
+            url = tasks.section_url(name, test.grade_id)
+            verdict += f" (the chapter explains it: {url})" if url else ""
         lines.append(f"{title} [{test.grade_id}, {test.points:g} point{'s' * (test.points != 1)}]: {verdict}")
     return passed and not problems and not sandbox.events, lines

@@ -5,7 +5,7 @@ import json
 import nbformat
 import pytest
 
-from autograder import assignment
+from autograder import assignment, tasks
 from tests.autograder.grading import SLUG, implementations, run_grader, write
 from tests.conftest import submission
 
@@ -41,6 +41,7 @@ def test_a_visible_mistake_fails_its_check_in_one_line(tmp_path):
     failed = [line for line in lines if "FAIL" in line]
     assert failed[0].startswith("Scaled dot-product attention [test_attention, 3 points]")
     assert "√d_k" in failed[0] and "Traceback" not in "\n".join(lines)
+    assert failed[0].endswith(f"(the chapter explains it: {tasks.section_url(SLUG, 'test_attention')})")
 
 
 def test_a_notebook_that_only_worked_out_of_order_fails(tmp_path):
