@@ -4,8 +4,9 @@ The title comes from the released notebook itself: the heading of the task
 the check cell follows ("## 1. A decoder layer (3 points)" -> "A decoder
 layer"). The chapter section is the one place below (`SECTIONS`): a check
 not listed there links to its chapter's top label. Labels are MyST targets
-`(name)=` of book/<slug>.md (a test checks that each one exists), and the
-page's address starts with the site's `html.baseurl` from _config.yml.
+`(name)=` of book/<slug>.md (a test checks that each one exists and that
+every check has one); the page's address starts with the site's
+`html.baseurl` from _config.yml.
 """
 
 import functools
@@ -16,19 +17,43 @@ import yaml
 from .assignment import grade_id, load
 from .course import ROOT
 
-# check cell (grade_id) -> label of the chapter section that explains it
+# check cell (grade_id) -> label of the chapter section that explains it (where the chapter
+# shows the reference function the check compares with)
 SECTIONS = {
-    "bahdanau": {"test_additive_score": "bahdanau-scores"},
-    "positional_encoding": {"test_relative_position_matrix": "positional-encoding-relative"},
-    "rnn_encoder_decoder": {"test_greedy_decode": "rnn-greedy-decoding"},
-    "scaled_dot_product": {"test_causal_mask": "scaled-dot-product-masks",
+    "rnn_encoder_decoder": {"test_rnn_cell": "rnn-cells", "test_gru_cell": "rnn-cells",
+                            "test_encode": "rnn-encoding", "test_decode_step": "rnn-encoding",
+                            "test_greedy_decode": "rnn-greedy-decoding"},
+    "bahdanau": {"test_bidirectional_encode": "bahdanau-annotations", "test_additive_score": "bahdanau-scores",
+                 "test_masked_softmax": "bahdanau-context", "test_bahdanau_attention": "bahdanau-context",
+                 "test_bahdanau_decode_step": "bahdanau-decoder-step"},
+    "luong": {"test_dot_score": "luong-scores", "test_general_score": "luong-scores",
+              "test_concat_score": "luong-scores", "test_luong_attention": "luong-attention",
+              "test_luong_attention_masks": "luong-attention", "test_predictive_position": "luong-global-local",
+              "test_local_attention": "luong-global-local"},
+    "scaled_dot_product": {"test_softmax": "scaled-dot-product-matrix-form",
+                           "test_attention": "scaled-dot-product-matrix-form",
+                           "test_causal_mask": "scaled-dot-product-masks",
                            "test_padding_mask": "scaled-dot-product-masks",
                            "test_attention_masks": "scaled-dot-product-masks"},
-    "transformer_encoder": {"test_embed": "transformer-encoder-embed",
-                            "test_layer_norm": "transformer-encoder-layer",
-                            "test_position_wise_ffn": "transformer-encoder-layer",
+    "multi_head": {"test_split_heads": "multi-head-split-merge", "test_merge_heads": "multi-head-split-merge",
+                   "test_multi_head_attention": "multi-head-equation",
+                   "test_multi_head_attention_masks": "multi-head-masks"},
+    "positional_encoding": {"test_sinusoidal_encoding": "positional-encoding-sinusoidal",
+                            "test_relative_position_matrix": "positional-encoding-relative",
+                            "test_add_positional_encoding": "positional-encoding-adding",
+                            "test_rotary_embedding": "positional-encoding-rope",
+                            "test_rotary_positions": "positional-encoding-rope"},
+    "transformer_encoder": {"test_layer_norm": "transformer-encoder-layer-norm",
+                            "test_position_wise_ffn": "transformer-encoder-ffn",
                             "test_encoder_layer": "transformer-encoder-layer",
+                            "test_embed": "transformer-encoder-embed",
+                            "test_encoder": "transformer-encoder-stack",
                             "test_encoder_mask": "transformer-encoder-padding"},
+    "transformer_decoder": {"test_decoder_layer": "transformer-decoder-sublayers",
+                            "test_decoder": "transformer-decoder-memory",
+                            "test_transformer_logits": "transformer-decoder-output",
+                            "test_greedy_decode": "transformer-decoder-greedy",
+                            "test_greedy_decode_cache": "transformer-decoder-cache"},
 }
 
 HEADING = re.compile(r"^#{2,4}\s+(?:\d+[a-z]?\.\s+)?(?P<title>.+?)(?:\s*\([^()]*\bpoints?\b[^()]*\))?\s*$",
