@@ -246,6 +246,10 @@ def summary_html(results, policy=None):
     return _page("Grading summary", "".join(parts))
 
 
+def _cells(*values):
+    return "".join(f"<td>{html.escape(str(value))}</td>" for value in values)
+
+
 def _lateness(results, policy):
     """Who handed in late and by how much, and whose time is unknown."""
     late, untimed = [], []
@@ -257,14 +261,13 @@ def _lateness(results, policy):
             untimed.append(r)
         elif lateness.late_days:
             late.append((r, lateness))
-    cells = lambda *values: "".join(f"<td>{html.escape(str(v))}</td>" for v in values)  # noqa: E731
     parts = [f"<h2>Late ({len(late)})</h2><p>Due {html.escape(policy.due.isoformat())} "
              f"({len(policy.extensions)} extensions); {number(100 * policy.penalty)} % off per started day "
              f"late, at most {number(100 * policy.cap)} %.</p>"]
     if late:
         parts.append("<table><tr><th>student</th><th>assignment</th><th>handed in</th><th>due</th>"
                      "<th>late by</th><th>days</th><th>score (raw)</th></tr>" + "".join(
-                         "<tr>" + cells(r.student_id, r.assignment, x.submitted_at.isoformat(), x.due.isoformat(),
+                         "<tr>" + _cells(r.student_id, r.assignment, x.submitted_at.isoformat(), x.due.isoformat(),
                                         deadlines.describe(x.late_by), x.late_days,
                                         f"{number(_score(r, x))} ({number(r.score)})") + "</tr>"
                          for r, x in late) + "</table>")
@@ -272,7 +275,7 @@ def _lateness(results, policy):
                  "timestamp.txt gave a readable time: no penalty was applied (status <b>no-time</b>).</p>")
     if untimed:
         parts.append("<table><tr><th>student</th><th>assignment</th><th>time given</th></tr>" + "".join(
-            "<tr>" + cells(r.student_id, r.assignment, r.submitted_at or "none") + "</tr>" for r in untimed)
+            "<tr>" + _cells(r.student_id, r.assignment, r.submitted_at or "none") + "</tr>" for r in untimed)
             + "</table>")
     return "".join(parts)
 
