@@ -3,7 +3,6 @@ become a formula in its CSV files: a hostile submission graded, every page opene
 headless Chromium of the site's tests (Debian's package, no network)."""
 
 import csv
-import functools
 import http.server
 import threading
 import zipfile
