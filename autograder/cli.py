@@ -1,11 +1,11 @@
-"""The instructor's command line: `python -m autograder release | grade | merge | slurm`."""
+"""The command line: `python -m autograder release | grade | merge | slurm | export | validate`."""
 
 import argparse
 import re
 import sys
 from pathlib import Path
 
-from . import grade, release, slurm, timing
+from . import deadlines, export, grade, release, slurm, timing
 from .course import assignments
 from .sandbox import Limits, SandboxUnavailable
 
@@ -61,10 +61,37 @@ def main(argv=None):
                                                 f"(default {defaults.submission_seconds:g})")
     grade_parser.add_argument("--memory", type=int, default=defaults.memory_bytes // 2 ** 20, metavar="MB",
                               help=f"memory of a notebook (default {defaults.memory_bytes // 2 ** 20})")
+    grade_parser.add_argument("--due", type=_time, default=None, metavar="TIME",
+                              help="the deadline, ISO 8601 with a zone (e.g. 2026-03-01T23:59:00+01:00); "
+                                   "grades.csv then gains submitted_at,late_days,raw_score")
+    grade_parser.add_argument("--extensions", type=Path, default=None, metavar="FILE",
+                              help="a CSV student_id,due of students with their own deadline")
+    grade_parser.add_argument("--late-penalty", type=float, default=0.0, metavar="F",
+                              help="share of the score lost per started day late (default 0: lateness "
+                                   "is reported, not penalised)")
+    grade_parser.add_argument("--late-cap", type=float, default=1.0, metavar="F",
+                              help="largest share of the score lost to lateness (default 1)")
 
     merge_parser = commands.add_parser("merge", help="combine the OUT folders of shards")
     merge_parser.add_argument("shards", nargs="+", type=Path, help="OUT folders of `grade --shard`")
     merge_parser.add_argument("--out", type=Path, required=True, help="folder for the combined results")
+
+    validate_parser = commands.add_parser(
+        "validate", help="run a notebook as the grader would and report its visible checks (for students)")
+    validate_parser.add_argument("notebook", type=Path)
+    validate_parser.add_argument("--assignment", default=None, metavar="NAME",
+                                 help="the assignment (default: the notebook's file name)")
+
+    export_parser = commands.add_parser("export", help="write the grades of OUT where instructors keep them")
+    export_parser.add_argument("out", type=Path, help="the OUT folder of `grade`")
+    export_parser.add_argument("--to", required=True, choices=sorted(export.FORMATS))
+    export_parser.add_argument("--output", type=Path, required=True, metavar="FILE",
+                               help="the file to write (for nbgrader: the gradebook, created or updated)")
+    export_parser.add_argument("--roster", type=Path, default=None, metavar="FILE",
+                               help="the LMS's own gradebook export: its students and columns")
+    export_parser.add_argument("--match-column", default=None, metavar="NAME",
+                               help="the roster column holding the grader's student ids (default: "
+                                    + "; ".join(f"{k}: {v}" for k, v in export.MATCH_COLUMNS.items()) + ")")
 
     slurm_parser = commands.add_parser(
         "slurm", help="grade on a Slurm cluster: a job array of shards, then a merge job",
@@ -92,11 +119,29 @@ def main(argv=None):
             for name in args.assignments or assignments():
                 print(f"wrote {timing.write(name)}")
         return 0
+    if args.command == "validate":
+        from .validate import validate
+        if not args.notebook.is_file():
+            parser.error(f"{args.notebook} is not a file")
+        ok, lines = validate(args.notebook, args.assignment)
+        print("\n".join(lines))
+        print("ready to hand in" if ok else "not ready: see the lines above")
+        return 0 if ok else 1
+    if args.command == "export":
+        try:
+            export.export(args.out, args.to, args.output, args.roster, args.match_column)
+        except (OSError, ValueError) as error:
+            parser.error(str(error))
+        print(f"wrote {args.output}", file=sys.stderr)
+        return 0
     if args.command == "merge":
         missing = [str(path) for path in args.shards if not (path / "results").is_dir()]
         if missing:
             parser.error(f"not the output of `grade`: {', '.join(missing)}")
-        results = grade.merge(args.shards, args.out)
+        try:
+            results = grade.merge(args.shards, args.out)
+        except ValueError as error:
+            parser.error(str(error))
         print(f"merged {len(results)} results into {args.out}", file=sys.stderr)
         return 0
     if not args.submissions.exists():
@@ -105,6 +150,14 @@ def main(argv=None):
         return _slurm(args, passed_on, grade_parser, slurm_parser)
     if args.workers is not None and args.workers < 1:
         parser.error("--workers must be at least 1")
+    if not args.due and (args.extensions or args.late_penalty or args.late_cap != 1.0):
+        parser.error("--extensions, --late-penalty and --late-cap need --due")
+    try:
+        deadline = args.due and deadlines.Policy(
+            args.due, args.late_penalty, args.late_cap,
+            deadlines.read_extensions(args.extensions) if args.extensions else {})
+    except (OSError, ValueError) as error:
+        parser.error(str(error))
     limits = Limits(cell_seconds=args.cell_timeout or defaults.cell_seconds,
                     call_seconds=args.call_timeout or min(defaults.call_seconds,
                                                           args.cell_timeout or defaults.call_seconds),
@@ -113,7 +166,8 @@ def main(argv=None):
                     submission_seconds=args.submission_timeout, memory_bytes=args.memory * 2 ** 20)
     try:
         results = grade.grade(args.submissions, args.out, workers=args.workers, shard=args.shard,
-                              secret=args.secret, limits=limits, lms_pattern=args.lms_pattern)
+                              secret=args.secret, limits=limits, lms_pattern=args.lms_pattern,
+                              deadline=deadline)
     except SandboxUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -146,3 +200,10 @@ def _shard(text):
     if not match or not 1 <= int(match[1]) <= int(match[2]):
         raise argparse.ArgumentTypeError("expected I/N with 1 <= I <= N, e.g. 2/8")
     return int(match[1]), int(match[2])
+
+
+def _time(text):
+    try:
+        return deadlines.parse_time(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
