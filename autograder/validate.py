@@ -11,7 +11,7 @@ give one line; the hidden checks are never run, and nothing of them is shown.
 import os
 
 from . import assignment as assignments_
-from . import tasks
+from . import tasks, timing
 from .course import assignments
 from .grade import BASE_UID, UID_RANGE, read_notebook
 from .messages import failure_message
@@ -34,7 +34,9 @@ def validate(path, name=None, limits=Limits()):
     cells, problems = assignments_.fit(spec, notebook)
     lines = [f"structure: {problem}" for problem in problems]
     code = [(str(i), cell.source) for i, cell in enumerate(cells) if cell.cell_type == "code"]
-    sandbox = Sandbox(code, limits, uid=BASE_UID + os.getpid() % UID_RANGE)
+    timeouts = timing.timeouts(name, [(str(i), assignments_.grade_id(cell)) for i, cell in enumerate(cells)],
+                               limits)  # the limits the grader would set
+    sandbox = Sandbox(code, limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=timeouts)
     try:
         outputs = {output["id"]: output for output in sandbox.run()}
     except SandboxStopped as stop:
