@@ -54,6 +54,11 @@ SECTIONS = {
                             "test_transformer_logits": "transformer-decoder-output",
                             "test_greedy_decode": "transformer-decoder-greedy",
                             "test_greedy_decode_cache": "transformer-decoder-cache"},
+    "backpropagation": {"test_softmax_backward": "backpropagation-softmax",
+                        "test_scaled_dot_product_attention_backward": "backpropagation-attention",
+                        "test_layer_norm_backward": "backpropagation-layers",
+                        "test_cross_entropy": "backpropagation-cross-entropy",
+                        "test_multi_head_attention_backward": "backpropagation-layers"},
 }
 
 HEADING = re.compile(r"^#{2,4}\s+(?:\d+[a-z]?\.\s+)?(?P<title>.+?)(?:\s*\([^()]*\bpoints?\b[^()]*\))?\s*$",
