@@ -227,6 +227,28 @@ def noam_learning_rate(step, d_model, warmup_steps=4000, scale=1.0):
     return scale * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
 
 
+# -- a toy task ------------------------------------------------------------------------
+
+PAD, BOS, EOS = 0, 1, 2  # the special tokens of the decoder chapter; letters are 3, 4, ...
+
+
+def reversal_batch(rng, batch_size, num_letters, vocab_size=16):
+    """A batch of the reversal task: ``(src (B, num_letters + 1), tgt (B, num_letters + 2))``.
+
+    Each source is EOS followed by ``num_letters`` random letters (tokens
+    ``3 … vocab_size − 1``); its target is BOS followed by the source read
+    backwards, so it ends with EOS, as in the hand-built reversing model of
+    the decoder chapter. Target position ``t`` must look at source position
+    ``num_letters − t``: the task needs attention, and a reordering.
+    """
+    if vocab_size < 4 or num_letters < 1:
+        raise ValueError(f"need vocab_size >= 4 and num_letters >= 1, got {vocab_size}, {num_letters}")
+    letters = rng.integers(EOS + 1, vocab_size, size=(batch_size, num_letters))
+    src = np.concatenate([np.full((batch_size, 1), EOS), letters], axis=1)
+    tgt = np.concatenate([np.full((batch_size, 1), BOS), src[:, ::-1]], axis=1)
+    return src, tgt
+
+
 def _map(function, first, *rest):
     """``function`` applied leaf by leaf to nested dicts and lists of the same structure."""
     if isinstance(first, dict):
