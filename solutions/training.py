@@ -249,6 +249,30 @@ def reversal_batch(rng, batch_size, num_letters, vocab_size=16):
     return src, tgt
 
 
+def train(num_steps, batch_size=32, seed=0, vocab_size=10, num_letters=4, d_model=16,
+          d_ff=32, num_layers=1, num_heads=2, warmup_steps=50, scale=1.0, label_smoothing=0.1,
+          on_step=None):
+    """Train a Transformer on the reversal task; returns its parameters.
+
+    Every step draws a fresh batch (``reversal_batch``), computes the loss and
+    its gradients by teacher forcing, and takes one Adam step at the rate of
+    the warm-up schedule. ``on_step(step, loss, params)``, when given, is
+    called after each step (to record curves). The same ``seed`` gives the
+    same model: it seeds both the initialisation and the batches.
+    """
+    params = init_transformer(vocab_size, d_model, d_ff, num_layers, seed=seed)
+    rng, state = np.random.default_rng(seed), None
+    for step in range(1, num_steps + 1):
+        src, tgt = reversal_batch(rng, batch_size, num_letters, vocab_size)
+        loss, grads = transformer_loss_and_grads(src, tgt, params, num_heads,
+                                                 label_smoothing=label_smoothing)
+        lr = noam_learning_rate(step, d_model, warmup_steps, scale)
+        params, state = adam_step(params, grads, state, lr=lr)
+        if on_step is not None:
+            on_step(step, loss, params)
+    return params
+
+
 def _map(function, first, *rest):
     """``function`` applied leaf by leaf to nested dicts and lists of the same structure."""
     if isinstance(first, dict):
