@@ -229,7 +229,10 @@ def noam_learning_rate(step, d_model, warmup_steps=4000, scale=1.0):
 
 # -- a toy task ------------------------------------------------------------------------
 
-PAD, BOS, EOS = 0, 1, 2  # the special tokens of the decoder chapter; letters are 3, 4, ...
+# The special tokens of the decoder chapter; the letters are 3, 4, ...
+PAD = 0
+BOS = 1
+EOS = 2
 
 
 def reversal_batch(rng, batch_size, num_letters, vocab_size=16):
