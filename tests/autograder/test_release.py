@@ -1,5 +1,7 @@
 """The student notebooks are generated, current, and fail where the instructor's pass."""
 
+import re
+
 import nbformat
 import pytest
 
@@ -80,8 +82,10 @@ def test_student_notebook_says_it_is_generated_and_holds_no_solution(slug):
     notebook = nbformat.read(course.EXERCISES / f"{slug}.ipynb", as_version=4)
     assert "generated" in notebook.cells[0].source
     text = "\n".join(cell.source for cell in notebook.cells)
-    for secret in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "from solutions", "autograder.checks"):
+    for secret in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "autograder.checks"):
         assert secret not in text
+    # No import of solutions/ (a stamped cell's header names the files it comes from).
+    assert not re.search(r"^\s*(from|import)\s+solutions\b", text, re.MULTILINE)
     assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code")
     helpers = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == HELPERS_CELL]
     assert helpers[0].source == course.CHECK_HELPERS.read_text().rstrip("\n")
