@@ -4,7 +4,8 @@ import nbformat
 import pytest
 
 from autograder import course
-from autograder.release import HELPERS_CELL, ReleaseError, release, stamp_given_cells, sync_check_helpers
+from autograder.release import (
+    HELPERS_CELL, ReleaseError, release, stamp_given_cells, sync_check_helpers, sync_done_cell)
 
 SLUGS = course.assignments()
 
@@ -37,6 +38,12 @@ def test_instructor_helper_cell_is_autograder_checks_checking(slug):
 
 
 @pytest.mark.parametrize("slug", SLUGS)
+def test_instructor_done_cell_is_autograder_cells_done(slug):
+    assert not sync_done_cell(course.SOURCE / slug / f"{slug}.ipynb"), (
+        "the closing cell differed from autograder/cells/done.md: it has been synced, commit it")
+
+
+@pytest.mark.parametrize("slug", SLUGS)
 def test_instructor_given_cells_are_stamped_from_solutions(slug):
     assert not stamp_given_cells(course.SOURCE / slug / f"{slug}.ipynb"), (
         "a given cell differed from the solutions/ definitions it lists: it has been stamped, commit it")
@@ -66,7 +73,7 @@ def test_given_cell_must_list_what_its_definitions_use(tmp_path):
     path = given_notebook(tmp_path, ["solutions.multi_head:multi_head_attention"])
     with pytest.raises(ReleaseError, match="_check_heads"):
         stamp_given_cells(path)
-    # provided by another cell of the notebook (the student's, say): fine
+    # provided by another (locked) cell of the notebook: fine
     path = given_notebook(tmp_path, ["solutions.multi_head:multi_head_attention", "solutions.multi_head:_check_heads"],
                           "def split_heads(X, h): ...\ndef merge_heads(X): ...\n"
                           "def scaled_dot_product_attention(Q, K, V, mask=None): ...")
@@ -75,12 +82,28 @@ def test_given_cell_must_list_what_its_definitions_use(tmp_path):
         stamp_given_cells(given_notebook(tmp_path, ["solutions.multi_head:nothing"]))
 
 
+def test_given_cell_must_neither_replace_nor_use_what_students_write(tmp_path):
+    solution = nbformat.v4.new_code_cell("def softmax(x, axis=-1):\n    raise NotImplementedError()",
+                                         metadata={"nbgrader": {"solution": True}})
+    for specs, words in ((["solutions.scaled_dot_product:softmax"], "must not replace"),
+                         (["solutions.scaled_dot_product:masked_softmax",
+                           "solutions.scaled_dot_product:_check_mask"], "give it the course's own")):
+        path = given_notebook(tmp_path, specs)
+        notebook = nbformat.read(path, as_version=4)
+        notebook.cells.append(solution)
+        nbformat.write(notebook, path)
+        with pytest.raises(ReleaseError, match=words):
+            stamp_given_cells(path)
+
+
 @pytest.mark.parametrize("slug", SLUGS)
 def test_student_notebook_says_it_is_generated_and_holds_no_solution(slug):
     notebook = nbformat.read(course.EXERCISES / f"{slug}.ipynb", as_version=4)
     assert "generated" in notebook.cells[0].source
     text = "\n".join(cell.source for cell in notebook.cells)
-    for secret in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "from solutions", "autograder.checks"):
+    # (the given cells' header names the files of solutions/ they were stamped from: no import)
+    for secret in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "from solutions.", "from solutions import",
+                   "import solutions", "autograder.checks"):
         assert secret not in text
     assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code")
     helpers = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == HELPERS_CELL]
