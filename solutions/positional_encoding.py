@@ -80,6 +80,11 @@ def rotary_embedding(X, positions=None):
     ``positions`` (broadcasting to ``(..., T)``) defaults to ``0 … T−1``.
     Applied to queries and keys, ``rotary(q)[m] · rotary(k)[n]`` depends on the
     positions only through ``m − n``.
+
+    ``d`` is the size of the rotated vectors, ``X.shape[-1]``. RoPE is applied
+    per head: inside multi-head attention pass the split heads
+    ``(B, h, T, d_head)``, so that ``d = d_head`` and every head uses the same
+    frequencies, not the ``d_model``-wide projections.
     """
     X = np.asarray(X)
     if X.ndim < 2:
