@@ -56,17 +56,7 @@ def sync_check_helpers(path):
 
     Returns True when the notebook had to be rewritten.
     """
-    notebook = nbformat.read(path, as_version=4)
-    helpers = CHECK_HELPERS.read_text().rstrip("\n")
-    cells = [c for c in notebook.cells
-             if c.metadata.get("nbgrader", {}).get("grade_id") == HELPERS_CELL]
-    if len(cells) != 1:
-        raise ReleaseError(f"{path} needs exactly one cell with grade_id {HELPERS_CELL!r}")
-    if cells[0].source == helpers:
-        return False
-    cells[0].source = helpers
-    nbformat.write(notebook, path)
-    return True
+    return _sync_cell(path, HELPERS_CELL, CHECK_HELPERS.read_text().rstrip("\n"))
 
 
 def sync_done_cell(path):
@@ -74,11 +64,17 @@ def sync_done_cell(path):
 
     Returns True when the notebook had to be rewritten.
     """
-    notebook = nbformat.read(path, as_version=4)
     text = DONE_TEXT.read_text().rstrip("\n").replace("{notebook}", Path(path).name)
-    cells = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == DONE_CELL]
-    if len(cells) != 1 or notebook.cells[-1] is not cells[0]:
-        raise ReleaseError(f"{path} needs exactly one cell with grade_id {DONE_CELL!r}, the last one")
+    return _sync_cell(path, DONE_CELL, text, last=True)
+
+
+def _sync_cell(path, grade_id, text, last=False):
+    """Give the one cell `grade_id` of the notebook at `path` (the last one, if `last`) `text`."""
+    notebook = nbformat.read(path, as_version=4)
+    cells = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    if len(cells) != 1 or (last and notebook.cells[-1] is not cells[0]):
+        raise ReleaseError(f"{path} needs exactly one cell with grade_id {grade_id!r}"
+                           + (", the last one" if last else ""))
     if cells[0].source == text:
         return False
     cells[0].source = text
