@@ -1,5 +1,7 @@
 """The student notebooks are generated, current, and fail where the instructor's pass."""
 
+import re
+
 import nbformat
 import pytest
 
@@ -125,3 +127,29 @@ def test_instructor_notebook_passes_nbgrader_validate(slug, tmp_path):
 def test_student_notebook_fails_every_test(slug, tmp_path):
     output = validate(course.EXERCISES / f"{slug}.ipynb", tmp_path, "--invert")
     assert "Success! The notebook does not pass any tests." in output, output
+
+
+POINTS_IN_HEADING = re.compile(r"^#+ .*\((\d+(?: \+ \d+)*) points?( each)?\)", re.M)
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_each_task_heading_states_the_points_of_its_check_cells(slug):
+    """ "(N points)", "(N + M points)" or "(N point each)" in a heading is what the checks after it give."""
+    notebook = nbformat.read(course.SOURCE / slug / f"{slug}.ipynb", as_version=4)
+    tasks = []  # [heading, stated points, each, points of the check cells up to the next heading]
+    for cell in notebook.cells:
+        stated = POINTS_IN_HEADING.search(cell.source) if cell.cell_type == "markdown" else None
+        if stated:
+            numbers = [int(n) for n in stated.group(1).split(" + ")]
+            tasks.append([stated.group(0), numbers, bool(stated.group(2)), []])
+        elif cell.metadata.get("nbgrader", {}).get("grade"):
+            assert tasks, f"{slug}: a check cell comes before any heading that states its points"
+            tasks[-1][3].append(cell.metadata["nbgrader"]["points"])
+    assert tasks
+    for heading, numbers, each, points in tasks:
+        if each:
+            assert points and all(p == numbers[0] for p in points), (heading, points)
+        elif len(numbers) > 1:
+            assert points == numbers, (heading, points)
+        else:
+            assert sum(points) == numbers[0], (heading, points)
