@@ -98,7 +98,8 @@ def decoder_step(token, cache, params, num_heads):
     memory's cached keys and values under ``"src_mask"``. ``output`` is
     ``decoder(prefix_and_token, memory, ...)[:, t]``, up to rounding. The
     input cache is not modified: the returned one is a new list of new dicts,
-    one position longer.
+    one position longer. A decoder without layers has no cache, hence no
+    position to read: ``ValueError``, as for tokens that do not fit the cache.
     """
     token = np.asarray(token)
     E = params["embedding"]
