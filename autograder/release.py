@@ -7,8 +7,9 @@ exercises/<slug>.ipynb. A test regenerates them and fails when they differ.
 
 Before that, three kinds of cell of the instructor notebooks are stamped from
 their one source: the check helpers from autograder/checks/checking.py, the
-closing "Done" cell from autograder/cells/done.md, and every locked "given" cell (functions the exercise hands to the student) from
-solutions/: a cell whose metadata holds ``"course": {"given": ["solutions.<module>:<name>", ...]}``
+closing "Done" cell from autograder/cells/done.md, and every locked "given"
+cell (functions the exercise hands to the student) from solutions/: a cell
+whose metadata holds ``"course": {"given": ["solutions.<module>:<name>", ...]}``
 gets the source of those definitions, under a header saying so.
 """
 
@@ -99,7 +100,7 @@ def stamp_given_cells(path):
     stamped = {spec.partition(":")[2] for _, specs in given for spec in specs}
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     students = _names_defined(c.source for c in code if c.metadata.get("nbgrader", {}).get("solution"))
-    defined = stamped | _names_defined(c.source for c in code) - students
+    defined = stamped | (_names_defined(c.source for c in code) - students)
     if stamped & students:
         raise ReleaseError(f"{path}: the given cells define {sorted(stamped & students)}, which the "
                            "students implement in this notebook: a given cell must not replace them")
