@@ -11,9 +11,6 @@ socket FD with `wire` messages:
   grader -> {"op": "call", "name": n, "timeout": s, "arguments": [args, kwargs]} (wire value)
   runner -> {"op": "returned"} + [result, args, kwargs after the call]
             or {"op": "raised", "error": {...}}
-  grader -> {"op": "count", "names": {name: [argument, "tokens" | "vectors"]}}
-  runner -> {"op": "counting"}
-  grader -> {"op": "counts"}  ->  runner -> {"op": "counts", "counts": {name: n}}
 
 Everything it sends is untrusted by the grader, which only ever reads plain
 data from it: the student's code runs in this same process and could forge
@@ -21,7 +18,6 @@ any of these messages, so none of them can grant a point by itself.
 """
 
 import builtins
-import contextlib
 import io
 import os
 import resource
@@ -31,7 +27,6 @@ import sys
 import time
 
 import wire
-from counting import counting_positions
 
 OUTPUT_KEPT = 20_000  # characters of a cell's output kept for the feedback
 
@@ -148,7 +143,6 @@ def main(fd):
                        and not isinstance(value, type(os)))
     wire.send(writer, {"op": "ran", "functions": functions})
 
-    counting, counts = contextlib.ExitStack(), {}
     while True:
         message = wire.receive(reader)
         if message is None:
@@ -165,13 +159,6 @@ def main(fd):
                 continue
             tree, out_blobs = wire.encode([value, args, kwargs])
             wire.send(writer, {"op": "returned", "value": tree}, out_blobs)
-        elif op == "count":
-            counts = counting.enter_context(counting_positions(shell.user_ns, request["names"]))
-            wire.send(writer, {"op": "counting"})
-        elif op == "counts":
-            counting.close()
-            wire.send(writer, {"op": "counts", "counts": counts})
-
 
 
 if __name__ == "__main__":

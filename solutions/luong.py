@@ -70,20 +70,21 @@ def predictive_position(h_t, W_p, v_p, S):
     return S * sigmoid(np.tanh(np.asarray(h_t) @ W_p) @ v_p)
 
 
-def local_attention(h_t, H_s, p_t, D, params, score="general"):
+def local_attention(h_t, H_s, p_t, D, params, score="general", gaussian=True):
     """Local attention around ``p_t``: ``(context, weights)``.
 
     The window is the positions ``s`` (0-based) with ``|s − p_t| ≤ D``. The
-    alignment is the softmax of the scores over the window only (0 outside);
-    the weights are that alignment times a Gaussian centred on ``p_t``,
-    ``exp(−(s − p_t)² / (2σ²))`` with ``σ = D / 2``, not renormalised
-    (as in the paper). ``context = Σ_s weights_s h_s``, ``(B, d)``;
-    weights ``(B, S)``.
+    alignment ``align`` is the softmax of the scores over the window only
+    (0 outside). With ``gaussian=True`` (local-p, Luong et al. Eq. 10) the
+    weights are ``align`` times a Gaussian centred on ``p_t``,
+    ``exp(−(s − p_t)² / (2σ²))`` with ``σ = D / 2``, not renormalised (as in
+    the paper); with ``gaussian=False`` the weights are ``align`` alone
+    (Eq. 7). ``context = Σ_s weights_s h_s``, ``(B, d)``; weights ``(B, S)``.
+    A window holding no source position gives all-zero weights and context.
 
-    ``p_t`` is ``(B,)`` (local-p: ``predictive_position``) or a number
-    broadcast to every row (local-m: ``p_t = t``). ``D > 0``. The paper's
-    local-m uses the window's softmax alone (its Eq. 7), without the
-    Gaussian; this one function applies the Gaussian to both variants.
+    ``p_t`` is ``(B,)`` or a number broadcast to every row. ``D > 0``.
+    Local-m, as the paper defines it, is ``p_t = t`` with ``gaussian=False``;
+    local-p is ``p_t = predictive_position(...)`` with the Gaussian.
     """
     h_t, H_s = _check_states(h_t, H_s)
     if not D > 0:
@@ -92,9 +93,10 @@ def local_attention(h_t, H_s, p_t, D, params, score="general"):
     p_t = np.broadcast_to(np.asarray(p_t, dtype=float), (B,))
     distance = np.arange(S)[None, :] - p_t[:, None]                  # (B, S)
     window = np.abs(distance) <= D
-    align = masked_softmax(_score(h_t, H_s, params, score), window, axis=-1)
-    sigma = D / 2
-    weights = align * np.exp(-distance ** 2 / (2 * sigma ** 2))      # (B, S)
+    weights = masked_softmax(_score(h_t, H_s, params, score), window, axis=-1)
+    if gaussian:
+        sigma = D / 2
+        weights = weights * np.exp(-distance ** 2 / (2 * sigma ** 2))  # (B, S)
     context = np.einsum("bs,bsd->bd", weights, H_s)
     return context, weights
 

@@ -183,6 +183,37 @@ def test_local_m_takes_a_number_for_p_t():
         np.testing.assert_array_equal(a, b)
 
 
+def test_local_m_without_the_gaussian_is_the_window_softmax_alone_eq_7():
+    # dot scores all 0, p_t = 3, D = 2: uniform 1/5 on s = 1…5, summing to 1
+    H_s = np.arange(7.0).reshape(1, 7, 1)
+    context, weights = local_attention(np.zeros((1, 1)), H_s, 3, 2, {}, "dot", gaussian=False)
+    expected = np.where(np.abs(np.arange(7) - 3) <= 2, 0.2, 0.0)
+    np.testing.assert_allclose(weights, [expected])
+    np.testing.assert_allclose(context, [[3.0]])
+    # on random states: the softmax over the window, rows summing to 1
+    h_t, H_s, params = random_problem(B=3, S=12, d=3)
+    p_t, D = np.array([0.0, 6.4, 11.0]), 3
+    _, weights = local_attention(h_t, H_s, p_t, D, params, gaussian=False)
+    _, with_gaussian = local_attention(h_t, H_s, p_t, D, params)
+    scores = general_score(h_t, H_s, params["W_a"])
+    for b in range(3):
+        window = np.abs(np.arange(12) - p_t[b]) <= D
+        expected = np.zeros(12)
+        expected[window] = np.exp(scores[b, window]) / np.exp(scores[b, window]).sum()
+        np.testing.assert_allclose(weights[b], expected)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0)
+    np.testing.assert_allclose(with_gaussian, weights * np.exp(-(np.arange(12) - p_t[:, None]) ** 2 / 4.5))
+
+
+def test_a_window_outside_the_source_gives_zero_weights_and_context():
+    h_t, H_s, params = random_problem(B=2, S=5)
+    for gaussian in (True, False):
+        with np.errstate(over="raise", invalid="raise", divide="raise"):
+            context, weights = local_attention(h_t, H_s, 20, 2, params, gaussian=gaussian)
+        np.testing.assert_array_equal(weights, 0.0)
+        np.testing.assert_array_equal(context, 0.0)
+
+
 def test_local_attention_with_large_scores_and_unchanged_inputs():
     h_t, H_s, params = random_problem(B=2, S=9, d=4)
     h_t, H_s = 60 * h_t, 60 * H_s
