@@ -6,7 +6,9 @@ written out): the hidden checks must accept them. `MISTAKES` holds plausible
 wrong implementations, each of one task: the hidden checks must reject every
 one, and say why. The `train` functions call the names the notebook defines
 (`init_transformer`, `reversal_batch`, `transformer_loss_and_grads`,
-`noam_learning_rate`, `adam_step`), imported here from solutions/.
+`noam_learning_rate`, `adam_step`), imported here from solutions/. The
+mistakes graded end to end (GRADED_MISTAKES) are self-contained; the others
+share `_tree_map` and are only given to the hidden checks directly.
 """
 
 import math
@@ -112,22 +114,36 @@ def _tree_map(f, *trees):
 
 
 def adam_no_bias_correction(params, grads, state=None, lr=1e-3, beta1=0.9, beta2=0.98, eps=1e-9):
+    def tree_map(f, *trees):  # self-contained: graded end to end in a notebook
+        if isinstance(trees[0], dict):
+            return {k: tree_map(f, *(t[k] for t in trees)) for k in trees[0]}
+        if isinstance(trees[0], list):
+            return [tree_map(f, *items) for items in zip(*trees)]
+        return f(*trees)
+
     if state is None:
-        state = {"step": 0, "m": _tree_map(np.zeros_like, params), "v": _tree_map(np.zeros_like, params)}
-    m = _tree_map(lambda m, g: beta1 * m + (1 - beta1) * g, state["m"], grads)
-    v = _tree_map(lambda v, g: beta2 * v + (1 - beta2) * g * g, state["v"], grads)
-    new = _tree_map(lambda p, m, v: p - lr * m / (np.sqrt(v) + eps), params, m, v)
+        state = {"step": 0, "m": tree_map(np.zeros_like, params), "v": tree_map(np.zeros_like, params)}
+    m = tree_map(lambda m, g: beta1 * m + (1 - beta1) * g, state["m"], grads)
+    v = tree_map(lambda v, g: beta2 * v + (1 - beta2) * g * g, state["v"], grads)
+    new = tree_map(lambda p, m, v: p - lr * m / (np.sqrt(v) + eps), params, m, v)
     return new, {"step": state["step"] + 1, "m": m, "v": v}
 
 
 def adam_eps_inside_sqrt(params, grads, state=None, lr=1e-3, beta1=0.9, beta2=0.98, eps=1e-9):
+    def tree_map(f, *trees):  # self-contained: graded end to end in a notebook
+        if isinstance(trees[0], dict):
+            return {k: tree_map(f, *(t[k] for t in trees)) for k in trees[0]}
+        if isinstance(trees[0], list):
+            return [tree_map(f, *items) for items in zip(*trees)]
+        return f(*trees)
+
     if state is None:
-        state = {"step": 0, "m": _tree_map(np.zeros_like, params), "v": _tree_map(np.zeros_like, params)}
+        state = {"step": 0, "m": tree_map(np.zeros_like, params), "v": tree_map(np.zeros_like, params)}
     t = state["step"] + 1
-    m = _tree_map(lambda m, g: beta1 * m + (1 - beta1) * g, state["m"], grads)
-    v = _tree_map(lambda v, g: beta2 * v + (1 - beta2) * g * g, state["v"], grads)
-    new = _tree_map(lambda p, m, v: p - lr * (m / (1 - beta1 ** t)) / np.sqrt(v / (1 - beta2 ** t) + eps),
-                    params, m, v)
+    m = tree_map(lambda m, g: beta1 * m + (1 - beta1) * g, state["m"], grads)
+    v = tree_map(lambda v, g: beta2 * v + (1 - beta2) * g * g, state["v"], grads)
+    new = tree_map(lambda p, m, v: p - lr * (m / (1 - beta1 ** t)) / np.sqrt(v / (1 - beta2 ** t) + eps),
+                   params, m, v)
     return new, {"step": t, "m": m, "v": v}
 
 
