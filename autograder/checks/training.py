@@ -201,8 +201,12 @@ def check_train(train):
           "train should return the trained parameters, with the structure init_transformer "
           "gives (vocab_size=10, d_model=16, d_ff=32, num_layers=1).")
     expected = reference.train(steps, batch_size, seed)
-    if all(np.allclose(a, b, rtol=1e-7, atol=1e-10)
-           for (_, a), (_, b) in zip(_leaves(params), _leaves(expected))):
+    # The key biases b_k are left out: their gradient is exactly 0 (a shift of every key
+    # leaves the softmax unchanged), so what reaches Adam is rounding noise, and Adam
+    # turns its sign into a full step; another order of summation gives another sign.
+    if all(np.allclose(a, b, rtol=1e-6, atol=1e-8)
+           for (path, a), (_, b) in zip(_leaves(params), _leaves(expected))
+           if not path.endswith("['b_k']")):
         return
     if all(np.array_equal(a, b) for (_, a), (_, b) in zip(_leaves(params), _leaves(initial))):
         check(False, f"after {on} the parameters are still the initial ones: keep what adam_step "
