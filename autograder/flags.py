@@ -8,7 +8,7 @@ import ast
 import re
 
 # The grader's own modules, and those of its runner in the sandbox.
-GRADER_MODULES = {"solutions", "autograder", "nbgrader", "tests", "wire", "sandbox_runner", "counting"}
+GRADER_MODULES = {"solutions", "autograder", "nbgrader", "tests", "wire", "sandbox_runner"}
 PATCHED_MODULES = {"np", "numpy", "builtins", "__builtins__", "sys", "math", "operator", "wire"}
 COMPARISONS = {"__eq__", "__ne__", "__bool__", "__array_ufunc__", "__array_function__",
                "__array_finalize__", "__array_wrap__"}

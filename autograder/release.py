@@ -5,10 +5,11 @@ each instructor notebook (autograder/source/<slug>/<slug>.ipynb) and clears
 outputs; this module adds the "generated" note and writes the result to
 exercises/<slug>.ipynb. A test regenerates them and fails when they differ.
 
-Before that, two kinds of cell of the instructor notebooks are stamped from
-their one source: the check helpers from autograder/checks/checking.py, and
-every locked "given" cell (functions the exercise hands to the student) from
-solutions/: a cell whose metadata holds ``"course": {"given": ["solutions.<module>:<name>", ...]}``
+Before that, three kinds of cell of the instructor notebooks are stamped from
+their one source: the check helpers from autograder/checks/checking.py, the
+closing "Done" cell from autograder/cells/done.md, and every locked "given"
+cell (functions the exercise hands to the student) from solutions/: a cell
+whose metadata holds ``"course": {"given": ["solutions.<module>:<name>", ...]}``
 gets the source of those definitions, under a header saying so.
 """
 
@@ -19,9 +20,11 @@ from pathlib import Path
 
 import nbformat
 
-from .course import CHECK_HELPERS, EXERCISES, SOURCE, assignments, make_course_dir, nbgrader
+from .course import AUTOGRADER, CHECK_HELPERS, EXERCISES, SOURCE, assignments, make_course_dir, nbgrader
 
 HELPERS_CELL = "check_helpers"  # grade_id of the helper cell in every source notebook
+DONE_CELL = "done"              # grade_id of the closing cell, the same in every exercise
+DONE_TEXT = AUTOGRADER / "cells" / "done.md"
 
 
 class ReleaseError(RuntimeError):
@@ -33,6 +36,7 @@ def release(exercises_dir=EXERCISES, names=None):
     names = assignments() if names is None else list(names)
     for name in names:
         sync_check_helpers(SOURCE / name / f"{name}.ipynb")
+        sync_done_cell(SOURCE / name / f"{name}.ipynb")
         stamp_given_cells(SOURCE / name / f"{name}.ipynb")
     exercises_dir = Path(exercises_dir)
     exercises_dir.mkdir(parents=True, exist_ok=True)
@@ -53,15 +57,28 @@ def sync_check_helpers(path):
 
     Returns True when the notebook had to be rewritten.
     """
+    return _sync_cell(path, HELPERS_CELL, CHECK_HELPERS.read_text().rstrip("\n"))
+
+
+def sync_done_cell(path):
+    """Make the closing cell of the notebook at `path` autograder/cells/done.md, for its name.
+
+    Returns True when the notebook had to be rewritten.
+    """
+    text = DONE_TEXT.read_text().rstrip("\n").replace("{notebook}", Path(path).name)
+    return _sync_cell(path, DONE_CELL, text, last=True)
+
+
+def _sync_cell(path, grade_id, text, last=False):
+    """Give the one cell `grade_id` of the notebook at `path` (the last one, if `last`) `text`."""
     notebook = nbformat.read(path, as_version=4)
-    helpers = CHECK_HELPERS.read_text().rstrip("\n")
-    cells = [c for c in notebook.cells
-             if c.metadata.get("nbgrader", {}).get("grade_id") == HELPERS_CELL]
-    if len(cells) != 1:
-        raise ReleaseError(f"{path} needs exactly one cell with grade_id {HELPERS_CELL!r}")
-    if cells[0].source == helpers:
+    cells = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    if len(cells) != 1 or (last and notebook.cells[-1] is not cells[0]):
+        raise ReleaseError(f"{path} needs exactly one cell with grade_id {grade_id!r}"
+                           + (", the last one" if last else ""))
+    if cells[0].source == text:
         return False
-    cells[0].source = helpers
+    cells[0].source = text
     nbformat.write(notebook, path)
     return True
 
@@ -70,18 +87,29 @@ def stamp_given_cells(path):
     """Write into every given cell of the notebook at `path` the definitions it lists.
 
     Returns True when the notebook had to be rewritten. Raises ReleaseError
-    when a listed name does not exist, or when a stamped definition uses
-    another definition of solutions/ that no cell of the notebook provides
-    (list it too), so that a given cell can never fail with a NameError.
+    when a listed name does not exist, when a stamped definition uses
+    another definition of solutions/ that no locked cell of the notebook
+    provides (list it too), so that a given cell can never fail with a
+    NameError, and when a stamped definition is, or uses, a function that the
+    students write in that notebook (a given cell must neither replace their
+    work nor depend on it).
     """
     notebook = nbformat.read(path, as_version=4)
     given = [(cell, cell.metadata["course"]["given"]) for cell in notebook.cells
              if "given" in cell.metadata.get("course", {})]
     stamped = {spec.partition(":")[2] for _, specs in given for spec in specs}
-    defined = stamped | _names_defined(cell.source for cell in notebook.cells if cell.cell_type == "code")
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    students = _names_defined(c.source for c in code if c.metadata.get("nbgrader", {}).get("solution"))
+    defined = stamped | (_names_defined(c.source for c in code) - students)
+    if stamped & students:
+        raise ReleaseError(f"{path}: the given cells define {sorted(stamped & students)}, which the "
+                           "students implement in this notebook: a given cell must not replace them")
     changed = False
     for cell, specs in given:
         source, needed = given_source(specs)
+        if needed & students:
+            raise ReleaseError(f"{path}: the given cell {specs} uses {sorted(needed & students)}, which "
+                               "the students implement in this notebook: give it the course's own")
         if needed - defined:
             raise ReleaseError(f"{path}: the given cell {specs} uses {sorted(needed - defined)}, "
                                "which no cell of the notebook defines: add them to its list")

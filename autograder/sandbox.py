@@ -11,10 +11,10 @@ on time, memory, processes (none besides itself), file size and output.
 The grader keeps the hidden checks in its own process and calls the student's
 functions through `StudentFunction` proxies: the inputs go to the sandbox as
 plain data, the results come back as plain data (`wire`), and the comparison
-with the reference, hence every point, is decided here. Two things can only
-be observed where the code runs, and a notebook could hide them: whether a
-function changed its arguments in place, and how many positions the key/value
-cache check counts. The flags (`flags.py`) point at code that tries.
+with the reference, hence every point, is decided here. One thing can only
+be observed where the code runs, and a notebook could hide it: whether a
+function changed its arguments in place. The flags (`flags.py`) point at code
+that tries.
 """
 
 import builtins
@@ -38,7 +38,7 @@ import numpy as np
 from . import wire
 
 HERE = Path(__file__).resolve().parent
-RUNNER_FILES = (HERE / "sandbox_runner.py", HERE / "wire.py", HERE / "counting.py")
+RUNNER_FILES = (HERE / "sandbox_runner.py", HERE / "wire.py")
 GRACE = 5.0  # seconds the grader waits beyond the runner's own alarm before killing it
 
 
@@ -370,26 +370,6 @@ class Sandbox:
         _copy_changes(kwargs, kwargs_after)
         return value
 
-    @contextlib.contextmanager
-    def counting(self, names):
-        """Count, while the block runs, the positions given to the student's functions `names`.
-
-        {name: (argument index, "tokens" | "vectors")}; yields the dict of counts,
-        filled when the block ends.
-        """
-        counts = {}
-        self._send({"op": "count", "names": {n: list(v) for n, v in names.items()}})
-        self._receive(self.limits.call_seconds, "counting")
-        try:
-            yield counts
-        finally:
-            self._send({"op": "counts"})
-            header, _ = self._receive(self.limits.call_seconds, "counting")
-            received = header.get("counts")
-            if isinstance(received, dict):
-                counts.update({k: v for k, v in received.items()
-                               if isinstance(k, str) and isinstance(v, int)})
-
 
 class StudentFunction:
     """A student's function, seen from the grader: calling it runs it in the sandbox."""
@@ -404,9 +384,6 @@ class StudentFunction:
     def __globals__(self):
         """The notebook's functions, by name (what the student's function sees)."""
         return self._sandbox.functions
-
-    def counting(self, names):
-        return self._sandbox.counting({n: v for n, v in names.items() if n != self.__name__})
 
     def __repr__(self):
         return f"<the student's {self.__name__}>"
@@ -455,13 +432,24 @@ def _copy_changes(before, after):
             if key not in after:
                 del before[key]
         for key, value in after.items():
-            if key in before:
+            if key in before and not _replaced(before[key], value):
                 _copy_changes(before[key], value)
             else:
                 before[key] = value
     elif isinstance(before, (list, tuple)) and isinstance(after, (list, tuple)):
         if len(before) == len(after):
-            for old, new in zip(before, after):
-                _copy_changes(old, new)
+            for i, (old, new) in enumerate(zip(before, after)):
+                if isinstance(before, list) and _replaced(old, new):
+                    before[i] = new
+                else:
+                    _copy_changes(old, new)
         elif isinstance(before, list):
             before[:] = after
+
+
+def _replaced(before, after):
+    """Whether the function put another kind of value where `before` was (a longer array, ...)."""
+    if isinstance(before, np.ndarray) and isinstance(after, np.ndarray):
+        return before.shape != after.shape
+    return type(before) is not type(after) and not (
+        isinstance(before, (list, tuple)) and isinstance(after, (list, tuple)))

@@ -15,9 +15,6 @@ socket FD with `wire` messages:
   grader -> {"op": "call", "name": n, "timeout": s, "arguments": [args, kwargs]} (wire value)
   runner -> {"op": "returned", "cpu_seconds": s} + [result, args, kwargs after the call]
             or {"op": "raised", "error": {...}, "cpu_seconds": s}
-  grader -> {"op": "count", "names": {name: [argument, "tokens" | "vectors"]}}
-  runner -> {"op": "counting"}
-  grader -> {"op": "counts"}  ->  runner -> {"op": "counts", "counts": {name: n}}
 
 Time limits are on CPU time, which measures the work whatever else the
 machine runs (the reference's times are CPU times too), and on wall-clock
@@ -38,7 +35,6 @@ any of these messages, so none of them can grant a point by itself.
 """
 
 import builtins
-import contextlib
 import io
 import os
 import resource
@@ -51,7 +47,6 @@ import types
 STARTED = time.monotonic()  # the interpreter is up: what follows is imports
 
 import wire  # noqa: E402 (numpy)
-from counting import counting_positions
 
 OUTPUT_KEPT = 20_000  # characters of a cell's output kept for the feedback
 
@@ -223,7 +218,6 @@ def main(fd):
                        and not isinstance(value, type(os)))
     wire.send(writer, {"op": "ran", "functions": functions, "started": STARTED, "imported": imported})
 
-    counting, counts = contextlib.ExitStack(), {}
     while True:
         message = wire.receive(reader)
         if message is None:
@@ -246,13 +240,6 @@ def main(fd):
             cpu = time.process_time() - cpu
             tree, out_blobs = wire.encode([value, args, kwargs])
             wire.send(writer, {"op": "returned", "value": tree, "cpu_seconds": cpu}, out_blobs)
-        elif op == "count":
-            counts = counting.enter_context(counting_positions(shell.user_ns, request["names"]))
-            wire.send(writer, {"op": "counting"})
-        elif op == "counts":
-            counting.close()
-            wire.send(writer, {"op": "counts", "counts": counts})
-
 
 
 if __name__ == "__main__":

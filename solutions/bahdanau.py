@@ -8,7 +8,7 @@ context vector of its own from them.
 
 import numpy as np
 
-from .rnn_encoder_decoder import _cell, encode
+from .rnn_encoder_decoder import cell_function, encode
 from .scaled_dot_product import masked_softmax  # noqa: F401 (part of this chapter's API)
 
 
@@ -68,5 +68,5 @@ def bahdanau_decode_step(y_prev, s_prev, H, params, mask=None, cell="gru"):
     Params ``attention`` (as in ``bahdanau_attention``) and ``cell``.
     """
     context, weights = bahdanau_attention(s_prev, H, params["attention"], mask)
-    s_t = _cell(cell)(np.concatenate([y_prev, context], axis=-1), s_prev, params["cell"])
+    s_t = cell_function(cell)(np.concatenate([y_prev, context], axis=-1), s_prev, params["cell"])
     return s_t, context, weights

@@ -26,10 +26,19 @@ def sinusoidal_encoding(num_positions, d_model):
     """
     if num_positions < 0:
         raise ValueError(f"num_positions must be non-negative, got {num_positions}")
-    angles = np.arange(num_positions)[:, None] * frequencies(d_model)  # (P, d/2)
-    PE = np.empty((num_positions, d_model))
-    PE[:, 0::2] = np.sin(angles)
-    PE[:, 1::2] = np.cos(angles)
+    return sinusoidal_encoding_at(np.arange(num_positions), d_model)
+
+
+def sinusoidal_encoding_at(positions, d_model):
+    """The rows ``PE[positions]`` of the encoding, ``(*positions.shape, d_model)``, and no others.
+
+    A decoder that adds one position per step needs one row of the table,
+    not the table up to that row.
+    """
+    angles = np.asarray(positions)[..., None] * frequencies(d_model)  # (..., d/2)
+    PE = np.empty(angles.shape[:-1] + (d_model,))
+    PE[..., 0::2] = np.sin(angles)
+    PE[..., 1::2] = np.cos(angles)
     return PE
 
 

@@ -56,7 +56,7 @@ def encode(X, params, cell="rnn"):
     Returns ``(H, h_T)``: every hidden state ``H (B, T, d_h)`` and the last one
     ``h_T (B, d_h)``, which the plain encoder-decoder uses as its context.
     """
-    step = _cell(cell)
+    step = cell_function(cell)
     X = np.asarray(X)
     if X.ndim != 3:
         raise ValueError(f"X must have shape (B, T, d_in), got {X.shape}")
@@ -79,7 +79,7 @@ def decode_step(y_prev, s_prev, context, params, cell="rnn"):
     context vector, fed at every step. The cell's input size is
     ``d_emb + d_c``. Returns ``s_t (B, d_h)``.
     """
-    return _cell(cell)(np.concatenate([y_prev, context], axis=-1), s_prev, params)
+    return cell_function(cell)(np.concatenate([y_prev, context], axis=-1), s_prev, params)
 
 
 def greedy_decode(X, params, bos_id, eos_id, max_len, cell="rnn"):
@@ -119,7 +119,8 @@ def greedy_decode(X, params, bos_id, eos_id, max_len, cell="rnn"):
     return np.stack(tokens, axis=1) if tokens else np.zeros((B, 0), dtype=int)
 
 
-def _cell(name):
+def cell_function(name):
+    """The cell that a ``cell`` argument names: ``rnn_cell`` for "rnn", ``gru_cell`` for "gru"."""
     if name not in CELLS:
         raise ValueError(f"cell must be one of {CELLS}, got {name!r}")
     return rnn_cell if name == "rnn" else gru_cell

@@ -7,7 +7,8 @@ sentence that names the mistake when it can be recognised from the output:
 a transposed ``W_a``, ``[h_s ; h_t]`` instead of ``[h_t ; h_s]``, ``[h_t ; c_t]``
 instead of ``[c_t ; h_t]``, a missing tanh, sigmoid or factor ``S``, a softmax
 over the wrong axis, an ignored mask, a window off by one, a wrong ``σ``, a
-Gaussian applied before the softmax, renormalised weights, 1-based positions.
+Gaussian applied before the softmax, renormalised weights, 1-based positions,
+a local-m (gaussian=False) that still applies the Gaussian.
 A mistake is named only when the answer is wrong and equals what that mistake
 gives; any correct implementation passes, since only results are compared.
 """
@@ -244,37 +245,50 @@ def check_local_attention(local_attention):
 
     p_dot = problem(2, 9, 3)
     W_p, v_p = rng.normal(size=(3, 4)), rng.normal(size=4)
-    cases = [
+    cases = [  # description, (h_t, H_s, params), p_t, D, score, gaussian (None: not passed)
         ("local-p with real p_t = [2.3, 6.7, 11.6], D=3, score='general'",
-         problem(3, 12, 4), np.array([2.3, 6.7, 11.6]), 3, "general"),
+         problem(3, 12, 4), np.array([2.3, 6.7, 11.6]), 3, "general", None),
         ("local-p with p_t from predictive_position, D=2, score='dot'",
-         p_dot, reference.predictive_position(p_dot[0], W_p, v_p, 9), 2, "dot"),
+         p_dot, reference.predictive_position(p_dot[0], W_p, v_p, 9), 2, "dot", None),
         ("local-p at both ends, p_t = [0, S] = [0, 10], D=2, score='concat'",
-         problem(2, 10, 3, d_a=4), np.array([0.0, 10.0]), 2, "concat"),
-        ("local-m with p_t = 4 (a number), D=2, score='general'",
-         problem(2, 10, 3), 4, 2, "general"),
-        ("local-m with p_t = 0 (a number), D=3, score='dot'",
-         problem(2, 8, 3), 0, 3, "dot"),
+         problem(2, 10, 3, d_a=4), np.array([0.0, 10.0]), 2, "concat", None),
+        ("p_t = 4 (a number, for every sentence), D=2, score='general'",
+         problem(2, 10, 3), 4, 2, "general", None),
+        ("p_t = 0 (a number, for every sentence), D=3, score='dot'",
+         problem(2, 8, 3), 0, 3, "dot", None),
         ("p_t = [3.0, 5.0], D=1, score='general'",
-         problem(2, 9, 4), np.array([3.0, 5.0]), 1, "general"),
+         problem(2, 9, 4), np.array([3.0, 5.0]), 1, "general", None),
         ("the default score, p_t = [1.5, 4.0], D=2",
-         problem(2, 7, 3), np.array([1.5, 4.0]), 2, None),
+         problem(2, 7, 3), np.array([1.5, 4.0]), 2, None, None),
         ("scores of about 1e4, p_t = [5.0, 2.0], D=3, score='dot'",
-         problem(2, 9, 4, scale=60.0), np.array([5.0, 2.0]), 3, "dot"),
+         problem(2, 9, 4, scale=60.0), np.array([5.0, 2.0]), 3, "dot", None),
+        # Local-m as Luong et al. define it (Eq. 7): p_t = t, the window's softmax alone.
+        ("local-m (gaussian=False) with p_t = t = 4, D=2, score='general'",
+         problem(2, 10, 3), 4, 2, "general", False),
+        ("local-m (gaussian=False) with p_t = t = 0, D=3, score='dot'",
+         problem(2, 8, 3), 0, 3, "dot", False),
+        ("gaussian=False with real p_t = [1.5, 6.2], D=2, score='concat'",
+         problem(2, 8, 3, d_a=4), np.array([1.5, 6.2]), 2, "concat", False),
+        ("gaussian=True given explicitly, p_t = [2.0, 3.4], D=2, score='dot'",
+         problem(2, 7, 3), np.array([2.0, 3.4]), 2, "dot", True),
     ]
-    for description, (h_t, H_s, params), p_t, D, score in cases:
-        _check_local_case(local_attention, description, h_t, H_s, p_t, D, params, score)
+    for description, (h_t, H_s, params), p_t, D, score, gaussian in cases:
+        _check_local_case(local_attention, description, h_t, H_s, p_t, D, params, score, gaussian)
 
 
-def _check_local_case(local_attention, description, h_t, H_s, p_t, D, params, score):
+def _check_local_case(local_attention, description, h_t, H_s, p_t, D, params, score, gaussian):
     kwargs = {} if score is None else {"score": score}
+    if gaussian is not None:
+        kwargs["gaussian"] = gaussian
     result = call(local_attention, h_t, H_s, p_t, D, params, on=description, **kwargs)
     check(isinstance(result, tuple) and len(result) == 2,
           f"local_attention should return a pair (context, weights), "
           f"but on {description} it returned a {type(result).__name__}.")
     context, weights = result
     score = score or "general"
-    expected_context, expected_weights = reference.local_attention(h_t, H_s, p_t, D, params, score)
+    with_gaussian = gaussian is not False
+    expected_context, expected_weights = reference.local_attention(h_t, H_s, p_t, D, params, score,
+                                                                   gaussian=with_gaussian)
     B, S, d = H_s.shape
     if np.shape(context) == (B, S) and np.shape(weights) == (B, d) and S != d:
         check(False, "return (context, weights) in this order.")
@@ -286,7 +300,12 @@ def _check_local_case(local_attention, description, h_t, H_s, p_t, D, params, sc
 
     if not _close(weights, expected_weights):
         args = (h_t, H_s, p_t, D, params, score)
-        gaussian = "the Gaussian is exp(−(s − p_t)² / (2σ²)) with σ = D/2"
+        if not with_gaussian:
+            check(not _close(weights, _local_weights(*args)),
+                  f"on {description}, the weights are multiplied by the Gaussian: with "
+                  "gaussian=False (local-m, Luong et al.'s Eq. 7) they are the window's softmax "
+                  "alone; the Gaussian is local-p's (Eq. 10, gaussian=True).")
+        gaussian_form = "the Gaussian is exp(−(s − p_t)² / (2σ²)) with σ = D/2"
         variants = [
             (dict(strict=True), "the window is |s − p_t| ≤ D, with ≤: a position exactly D "
                                 "away from p_t belongs to it"),
@@ -296,35 +315,43 @@ def _check_local_case(local_attention, description, h_t, H_s, p_t, D, params, sc
             (dict(softmax_over="all", zero_outside=False),
              "take the softmax of the scores over the window only (0 outside it), "
              "not over all S positions"),
-            (dict(renormalise=True), "do not renormalise: the weights are the window's softmax "
-                                     "times the Gaussian, as in the paper, and sum to less than 1"),
-            (dict(gaussian="before"), "apply the Gaussian after the softmax: weights = "
-                                      "softmax over the window × exp(−(s − p_t)² / (2σ²))"),
-            (dict(gaussian="none"), "multiply the window's softmax by the Gaussian "
-                                    "exp(−(s − p_t)² / (2σ²)), σ = D/2"),
-        ] + [(dict(sigma=sigma), gaussian)
-             for sigma in (D, D / np.sqrt(2), D / 4, 2 * D, D / (2 * np.sqrt(2)), np.sqrt(D / 2))]
+        ]
+        if with_gaussian:
+            variants += [
+                (dict(renormalise=True), "do not renormalise: the weights are the window's "
+                                         "softmax times the Gaussian, as in the paper, and sum "
+                                         "to less than 1"),
+                (dict(gaussian="before"), "apply the Gaussian after the softmax: weights = "
+                                          "softmax over the window × exp(−(s − p_t)² / (2σ²))"),
+                (dict(gaussian="none"), "with gaussian=True (local-p, Eq. 10) multiply the "
+                                        "window's softmax by the Gaussian exp(−(s − p_t)² / "
+                                        "(2σ²)), σ = D/2"),
+            ] + [(dict(sigma=sigma), gaussian_form)
+                 for sigma in (D, D / np.sqrt(2), D / 4, 2 * D, D / (2 * np.sqrt(2)), np.sqrt(D / 2))]
+        bump = "after" if with_gaussian else "none"
         for options, mistake in variants:
-            check(not _close(weights, _local_weights(*args, **options)),
+            check(not _close(weights, _local_weights(*args, **{"gaussian": bump, **options})),
                   f"on {description}, {mistake}.")
         for other in _usable_scores(params):
             if other != score:
                 check(not _close(weights, reference.local_attention(
-                          h_t, H_s, p_t, D, params, other)[1]),
+                          h_t, H_s, p_t, D, params, other, gaussian=with_gaussian)[1]),
                       f"on {description}, the weights are those of the {other} score: "
                       f"use the {score} score, as the `score` argument says"
-                      + (" (its default is 'general')." if not kwargs else "."))
+                      + (" (its default is 'general')." if "score" not in kwargs else "."))
         p = np.broadcast_to(np.asarray(p_t, dtype=float), (B,))
         outside = np.abs(np.arange(S)[None, :] - p[:, None]) > D
         check(np.allclose(weights[outside], 0.0),
               f"on {description}, positions outside the window |s − p_t| ≤ D must get weight 0.")
-        check(not np.allclose(weights.sum(axis=-1), 1.0),
-              f"on {description}, the weights sum to 1: they are the window's softmax times "
-              "the Gaussian, not renormalised.")
+        if with_gaussian:
+            check(not np.allclose(weights.sum(axis=-1), 1.0),
+                  f"on {description}, the weights sum to 1: they are the window's softmax times "
+                  "the Gaussian, not renormalised.")
     check_close(weights, expected_weights, f"the weights on {description}",
-                f"they should be the softmax of the {score} scores over the window "
-                f"|s − p_t| ≤ D, times exp(−(s − p_t)² / (2σ²)) with σ = D/2 (if "
-                f"{score}_score fails its own check, fix it first)")
+                f"they should be the softmax of the {score} scores over the window |s − p_t| ≤ D"
+                + (", times exp(−(s − p_t)² / (2σ²)) with σ = D/2" if with_gaussian
+                   else ", without the Gaussian (gaussian=False)")
+                + f" (if {score}_score fails its own check, fix it first)")
     check_close(context, expected_context, f"the context on {description}",
                 "the weights are right but the context is not Σ_s weights_s h_s")
 

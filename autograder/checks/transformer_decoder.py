@@ -8,12 +8,17 @@ sentence that names the mistake when it can be recognised from the output
 its keys or values from the decoder, sub-layers in the wrong order, a missing
 residual connection, pre-LN instead of post-LN, probabilities instead of
 logits, ``E`` instead of ``E.T``, BOS in the output, finished rows not padded
-with EOS, decoding that stops at the wrong time, a cache that forgets the
-past or recomputes the whole prefix). Any correct implementation passes:
-only results are compared, never how they were computed, with one exception:
-with ``use_cache=True`` the check counts how many positions the given and
-earlier functions (``decoder``, ``multi_head_attention``, ``position_wise_ffn``,
-...) receive, to tell a cache from recomputing the whole prefix at every step.
+with EOS, decoding that stops at the wrong time, a cache step that forgets the
+past or embeds the token at the wrong position). Any correct implementation
+passes: only results are compared, never how they were computed.
+
+The cache is plain data, so ``check_decoder_step`` builds, with the
+reference, caches of prefixes the notebook never saw and calls the
+student's ``decoder_step`` on them: its output must be the decoder's at the
+newest position, its returned cache the reference's, and the cache it was
+given must come back unchanged. A step that recomputes the prefix from tokens
+kept elsewhere, or that keeps anything but the keys and values in the cache,
+cannot pass.
 
 Later tasks may call earlier ones (``decoder`` calls ``decoder_layer``,
 ``transformer_logits`` and ``greedy_decode`` call ``decoder``). A later task
@@ -30,11 +35,10 @@ import numpy as np
 
 from solutions import transformer_decoder as reference
 from solutions.multi_head import multi_head_attention
-from solutions.positional_encoding import relative_position_matrix, sinusoidal_encoding
-from solutions.scaled_dot_product import causal_mask, padding_mask, scaled_dot_product_attention
+from solutions.positional_encoding import sinusoidal_encoding
+from solutions.scaled_dot_product import causal_mask, padding_mask
 from solutions.transformer_encoder import embed, encoder, layer_norm, position_wise_ffn
 
-from ..counting import counting_positions
 from .checking import check, check_shape
 from .harness import blame, call, quietly, seeded, students_own
 from .rnn_encoder_decoder import check_greedy_contract, check_greedy_length
@@ -75,46 +79,6 @@ def model_params(rng, V, d, d_ff, n_enc, n_dec, embedding_scale=1.0):
     return {"embedding": embedding_scale * rng.normal(size=(V, d)),
             "encoder_layers": [encoder_layer_params(rng, d, d_ff) for _ in range(n_enc)],
             "decoder_layers": [decoder_layer_params(rng, d, d_ff) for _ in range(n_dec)]}
-
-
-def copy_model(reverse_length=None, num_positions=16):
-    """The chapter's hand-built model (d_model=64, 2 heads, 16 tokens) that copies its source.
-
-    With ``reverse_length=S`` it reverses sources of length S instead. Its
-    cross-attention takes target position t to source position t (or S-1-t)
-    by queries and keys made of the positional encodings; the token is
-    carried by the values and read out by the tied output projection.
-    """
-    d, h, V = 64, 2, 16
-    d_head, pos = d // h, np.arange(d // 2)     # dims 0-31 hold positions only
-    token_dims = np.arange(d // 2, d, 2)        # the slow sines 32, 34, ..., 62
-    E = np.zeros((V, d))
-    E[np.arange(V), token_dims] = 1.0
-    PE = sinusoidal_encoding(num_positions, d)[:, pos]
-    centre = np.eye(len(pos)) - 1.0 / len(pos)  # what layer norm does to the mean
-    H = np.linalg.lstsq(PE @ centre, PE, rcond=None)[0]   # centred PE -> PE
-    target = np.eye(len(pos))
-    if reverse_length is not None:              # PE[S-1-t] = PE[t] @ flip @ shift
-        flip = np.diag(np.tile([-1.0, 1.0], len(pos) // 2))
-        target = flip @ relative_position_matrix(reverse_length - 1, len(pos) * 2)[
-            np.ix_(pos, pos)]
-    zeros = {f"b_{n}": np.zeros(d) for n in "qkvo"}
-    cross = {f"W_{n}": np.zeros((d, d)) for n in "qkvo"} | zeros
-    half = V // h
-    for head in range(h):
-        cols = head * d_head + np.arange(len(pos))
-        cross["W_q"][np.ix_(pos, cols)] = 200.0 * centre @ H @ target
-        cross["W_k"][np.ix_(pos, cols)] = centre @ H
-        mine = token_dims[head * half:(head + 1) * half]
-        cross["W_v"][mine, head * d_head + np.arange(half)] = 1.0
-        cross["W_o"][head * d_head + np.arange(half), mine] = 30.0
-    off = {f"W_{n}": np.zeros((d, d)) for n in "qkvo"} | zeros
-    norm = {"gamma": np.ones(d), "beta": np.zeros(d)}
-    ffn = {"W_1": np.zeros((d, 4)), "b_1": np.zeros(4), "W_2": np.zeros((4, d)), "b_2": np.zeros(d)}
-    return {"embedding": E,
-            "encoder_layers": [{"self_attn": off, "norm1": norm, "ffn": ffn, "norm2": norm}],
-            "decoder_layers": [{"self_attn": off, "norm1": norm, "cross_attn": cross,
-                                "norm2": norm, "ffn": ffn, "norm3": norm}]}
 
 
 # -- decoder_layer -------------------------------------------------------------------
@@ -447,7 +411,7 @@ def copy_problem(lengths, bos_id, eos_id, seed, reverse=False):
         row = list(rng.choice(letters, size=n)) + [eos_id]
         src[b, :n + 1] = row[::-1] if reverse else row
         src[b, n + 1:] = rng.choice(letters)  # padding: any token, hidden by the mask
-    model = copy_model(reverse_length=S if reverse else None)
+    model = reference.copy_model(reverse_length=S if reverse else None)
     return src, model, padding_mask(np.array(lengths) + 1, S)
 
 
@@ -486,7 +450,13 @@ def check_greedy_decode(greedy_decode):
 
 
 def check_greedy_decode_cache(greedy_decode):
-    # The random models first: on them each mistake of a cache gives different tokens.
+    """The tokens with use_cache=True are those of greedy decoding.
+
+    Whether the cache is a cache (the newest position only, not the prefix
+    again) is graded by check_decoder_step, which calls decoder_step on caches
+    of prefixes the notebook never saw: tokens alone cannot tell.
+    """
+    # The random models first: on them a wrong step gives different tokens.
     cases = [("a random model with 2 decoder layers whose third row finishes after 4 steps",
               lambda: random_problem(SEED + 25, 3, 5, [5, 2, 3]), 2, 0, 7, 8, True)]
     cases += GREEDY_CASES[::-1]
@@ -503,11 +473,8 @@ def _check_greedy_case(greedy_decode, description, src, params, h, bos_id, eos_i
     args = (src, params, h, bos_id, eos_id, max_len)
     kwargs = {} if src_mask is None else {"src_mask": src_mask}
     if use_cache:
-        actual, counts = _counting_positions(
-            greedy_decode, lambda: call(greedy_decode, *args, **kwargs, use_cache=True,
-                                        on=description))
-    else:
-        actual = call(greedy_decode, *args, **kwargs, on=description)
+        kwargs["use_cache"] = True
+    actual = call(greedy_decode, *args, **kwargs, on=description)
     expected = reference.greedy_decode(*args, src_mask=src_mask)
     B, L = expected.shape
     what = "with use_cache=True, " if use_cache else ""
@@ -530,9 +497,6 @@ def _check_greedy_case(greedy_decode, description, src, params, h, bos_id, eos_i
             _diagnose_cache(greedy_decode, actual, args, src_mask, description)
         else:
             _diagnose_greedy(greedy_decode, actual, expected, args, src_mask, description)
-    if use_cache:
-        _check_incremental(counts, description, B, actual.shape[1], src.shape[1],
-                           len(params["encoder_layers"]), len(params["decoder_layers"]))
 
 
 def _diagnose_greedy(greedy_decode, actual, expected, args, src_mask, description):
@@ -573,44 +537,22 @@ def _diagnose_greedy(greedy_decode, actual, expected, args, src_mask, descriptio
 
 
 def _diagnose_cache(greedy_decode, actual, args, src_mask, description):
-    src, params, h, bos_id, eos_id, max_len = args
+    own = [students_own(greedy_decode, name) for name in ("init_decoder_cache", "decoder_step")]
+    if None not in own:
+        mine = quietly(lambda: greedy_variant(*args, src_mask, cache=tuple(own)))
+        if mine is not None and _same(actual, mine):
+            return  # right, with the student's own (wrong) init_decoder_cache or decoder_step
     kwargs = {} if src_mask is None else {"src_mask": src_mask}
     plain = quietly(lambda: greedy_decode(*args, **kwargs))
-    for name in ("decoder", "transformer_logits"):
-        own = students_own(greedy_decode, name)
-        if own is not None and plain is not None and _same(actual, plain):
-            mine = quietly(lambda: greedy_variant(*args, src_mask, **{name: own}))
-            if mine is not None and _same(plain, mine):
-                return  # the cache reproduces the student's own (wrong) decoder exactly
-    variants = [
-        (dict(forget_past=True), "the cache forgets the past: the newest position must attend "
-                                 "to the keys and values of every position so far, kept from "
-                                 "the earlier steps, not only to its own"),
-        (dict(position_zero=True), "the newest token gets the positional encoding of position "
-                                   "0: embed it at its own position t (the last row of "
-                                   "embed(prefix, E))"),
-        (dict(kv_from="embedding"), "every layer's cached keys and values are computed from the "
-                                    "embedded tokens: each layer caches the keys and values of "
-                                    "its own input"),
-        (dict(cache_memory_mask=False), "the cached decoder ignores src_mask: the attention over "
-                                        "the memory must hide the source's padding"),
-    ]
-    for options, mistake in variants:
-        if options.get("cache_memory_mask") is False and src_mask is None:
-            continue
-        wrong = quietly(lambda: greedy_variant(*args, src_mask, cache=True, **options))
-        if wrong is not None and _same(actual, wrong):
-            check(False, f"on {description}, with use_cache=True {mistake}.")
     if plain is not None and _same(actual, plain):
         for options in LOOP_MISTAKES:
             wrong = quietly(lambda: greedy_variant(*args, src_mask, **options))
             if wrong is not None and _same(plain, wrong):
                 return  # the cache is right; the decoding loop's mistake is graded in task 4
-        check(False, f"on {description}, greedy_decode gives the same tokens with and without "
-                     "the cache, but they are wrong: fix greedy_decode without the cache first.")
-    check(False, f"on {description}, the tokens with use_cache=True differ from those without "
-                 "the cache: each step must compute exactly what the decoder computes at the "
-                 "newest position of the whole prefix.")
+    check(False, f"on {description}, the tokens with use_cache=True differ from greedy decoding: "
+                 "start from init_decoder_cache(memory, params, num_heads, src_mask) and at each "
+                 "step call decoder_step on the newest token only, with the cache it returned "
+                 "last" + blame(greedy_decode, ["init_decoder_cache", "decoder_step"], _works) + ".")
 
 
 # Mistakes of the decoding loop, which a correct cache reproduces: graded by check_greedy_decode.
@@ -620,19 +562,15 @@ LOOP_MISTAKES = [dict(pad=False), dict(stop="first"), dict(stop="any"), dict(sto
 
 def greedy_variant(src_tokens, params, num_heads, bos_id, eos_id, max_len, src_mask=None, *,
                    pad=True, stop="all", feed="prefix", read="last", mask=True,
-                   decoder=reference.decoder, transformer_logits=None, cache=False,
-                   forget_past=False, position_zero=False, kv_from="layer",
-                   cache_memory_mask=True, bos=False):
+                   decoder=reference.decoder, transformer_logits=None, cache=None, bos=False):
     """Greedy decoding as the reference does it, or with one known mistake.
 
     pad: finished rows produce EOS; stop: "all" (the reference), "first",
     "any" or "never"; feed: "prefix" or "last" (the decoder sees only the
     last token); read: the logits of the "last" or "first" position;
     mask: False drops src_mask; decoder, transformer_logits: the functions
-    it calls; cache: decode with a key/value cache, which may forget the past,
-    embed the newest token at position 0, compute every layer's keys and
-    values from the embeddings, or ignore the source mask; bos: keep BOS in
-    the output.
+    it calls; cache: (init_decoder_cache, decoder_step) to decode with; bos:
+    keep BOS in the output.
     """
     src_mask = src_mask if mask else None
     E = params["embedding"]
@@ -640,16 +578,14 @@ def greedy_variant(src_tokens, params, num_heads, bos_id, eos_id, max_len, src_m
     B = memory.shape[0]
     prefix = np.full((B, 1), bos_id)
     finished = np.zeros(B, dtype=bool)
-    step = None
-    if cache:
-        step = _cached_decoder(memory, params, num_heads,
-                               src_mask if cache_memory_mask else None,
-                               forget_past=forget_past, position_zero=position_zero,
-                               kv_from=kv_from)
+    if cache is not None:
+        init, step = cache
+        kept = init(memory, params, num_heads, src_mask)
     for _ in range(max_len):
         seen = prefix if feed == "prefix" else prefix[:, -1:]
-        if step is not None:
-            last = step(prefix) @ E.T
+        if cache is not None:
+            output, kept = step(prefix[:, -1], kept, params, num_heads)
+            last = np.asarray(output) @ E.T
         elif transformer_logits is not None:
             last = transformer_logits(src_tokens, seen, params, num_heads, src_mask)
             last = last[:, -1 if read == "last" else 0]
@@ -667,86 +603,191 @@ def greedy_variant(src_tokens, params, num_heads, bos_id, eos_id, max_len, src_m
     return prefix if bos else prefix[:, 1:]
 
 
-def _cached_decoder(memory, params, num_heads, src_mask, *, forget_past, position_zero, kv_from):
-    """step(prefix) -> the decoder's output (B, d_model) at the last position, with a cache."""
-    memory_mask = None if src_mask is None else np.asarray(src_mask)[:, None, None, :]
-    layers = params["decoder_layers"]
+# -- init_decoder_cache -------------------------------------------------------------
 
-    def heads(X, attn, n):
-        B, T, d = X.shape
-        Z = X @ attn[f"W_{n}"] + attn[f"b_{n}"]
-        return Z.reshape(B, T, num_heads, d // num_heads).transpose(0, 2, 1, 3)
+CACHE_KEYS = {"memory_k", "memory_v", "k", "v", "src_mask"}
 
-    def attend(x, attn, keys, values, mask=None):
-        context, _ = scaled_dot_product_attention(heads(x, attn, "q"), keys, values, mask)
-        B, _, T, _ = context.shape
-        return context.transpose(0, 2, 1, 3).reshape(B, T, -1) @ attn["W_o"] + attn["b_o"]
+CACHE_CASES = [  # description, B, S, d_model, heads, decoder layers, source lengths
+    ("B=2, S=4 (one source padded to 2), d_model=8, 2 heads, 2 decoder layers", 2, 4, 8, 2, 2, [4, 2]),
+    ("B=3, S=5 (sources of 5, 3 and 1), d_model=8, 4 heads, 1 decoder layer", 3, 5, 8, 4, 1, [5, 3, 1]),
+    ("B=1, S=3, no source mask, d_model=6, 1 head, 3 decoder layers", 1, 3, 6, 1, 3, None),
+]
 
-    memory_kv = [(heads(memory, L["cross_attn"], "k"), heads(memory, L["cross_attn"], "v"))
-                 for L in layers]
-    cache = [{"k": None, "v": None} for _ in layers]
 
-    def step(prefix):
-        E = params["embedding"]
-        if position_zero:
-            x = embed(prefix[:, -1:], E)
+def check_init_decoder_cache(init_decoder_cache):
+    rng = seeded(SEED + 4)
+    for description, B, S, d, h, n_dec, lengths in CACHE_CASES:
+        params = model_params(rng, 9, d, 2 * d, 0, n_dec)
+        memory = rng.normal(size=(B, S, d))
+        src_mask = None if lengths is None else padding_mask(np.array(lengths), S)
+        kwargs = {} if src_mask is None else {"src_mask": src_mask}
+        actual = call(init_decoder_cache, memory, params, h, **kwargs, on=description)
+        expected = reference.init_decoder_cache(memory, params, h, src_mask)
+        _check_cache(actual, expected, f"the cache on {description}", params, memory)
+
+
+def _check_cache(actual, expected, name, params, memory=None):
+    """`actual` holds exactly the keys, shapes and values of the cache `expected`."""
+    check(isinstance(actual, list) and all(isinstance(kept, dict) for kept in actual),
+          f"{name} should be a list with one dict per decoder layer, but it is a "
+          f"{type(actual).__name__}" + (f" of {type(actual[0]).__name__}" if isinstance(actual, list)
+                                        and actual and not isinstance(actual[0], dict) else "") + ".")
+    check(len(actual) == len(expected),
+          f"{name} has {len(actual)} layers, but the decoder has {len(expected)}: one dict per "
+          "layer of params[\"decoder_layers\"].")
+    for i, (kept, right, layer) in enumerate(zip(actual, expected, params["decoder_layers"])):
+        where = f"{name}, layer {i},"
+        extra, missing = sorted(set(kept) - CACHE_KEYS), sorted(CACHE_KEYS - set(kept))
+        check(not extra, f"{where} holds {extra}: a cache holds exactly memory_k, memory_v, k, v "
+                         "and src_mask, and nothing else (a step that keeps the tokens to "
+                         "recompute the prefix is not a cache).")
+        check(not missing, f"{where} has no {missing}: a cache holds exactly memory_k, memory_v, "
+                           "k, v and src_mask.")
+        for key in ("memory_k", "memory_v", "k", "v"):
+            value = kept[key]
+            check(isinstance(value, np.ndarray),
+                  f"{where} {key} should be a NumPy array, but it is a {type(value).__name__}.")
+            if value.shape != right[key].shape and memory is not None and key.startswith("memory") \
+                    and value.shape == memory.shape:
+                check(False, f"{where} {key} has shape {value.shape}, the memory's: split it into "
+                             "heads, (B, h, S, d_head).")
+            check(value.shape == right[key].shape,
+                  f"{where} {key} has shape {value.shape}, but it should have shape "
+                  f"{right[key].shape} (B, h, positions, d_head).")
+            if _close(value, right[key]):
+                continue
+            if key.startswith("memory") and memory is not None:
+                other = right["memory_v" if key == "memory_k" else "memory_k"]
+                check(not _close(value, other), f"{where} memory_k and memory_v are swapped.")
+                own = layer["self_attn"]
+                wrong = quietly(lambda: reference._heads(memory, own, key[-1], value.shape[1]))
+                check(not _close(value, wrong),
+                      f"{where} {key} comes from the self-attention's parameters: the memory's "
+                      "keys and values are projected by the attention over the memory, "
+                      "params[\"cross_attn\"].")
+            check(False, f"{where} {key} is wrong: it should be "
+                  + ({"memory_k": "split_heads(memory @ W_k + b_k, h) with the weights of "
+                                  "params[\"cross_attn\"]",
+                      "memory_v": "split_heads(memory @ W_v + b_v, h) with the weights of "
+                                  "params[\"cross_attn\"]"}.get(key)
+                     or "the keys and values of the positions so far, the newest appended last")
+                  + ".")
+        mask, right_mask = kept["src_mask"], right["src_mask"]
+        if right_mask is None:
+            check(mask is None, f"{where} src_mask should be None when no source mask is given.")
         else:
-            x = embed(prefix, E)[:, -1:]
-        first = x
-        for L, c, (mk, mv) in zip(layers, cache, memory_kv):
-            source = first if kv_from == "embedding" else x
-            for n in ("k", "v"):
-                new = heads(source, L["self_attn"], n)
-                c[n] = new if c[n] is None or forget_past else np.concatenate([c[n], new], axis=2)
-            x = layer_norm(x + attend(x, L["self_attn"], c["k"], c["v"]), **L["norm1"])
-            x = layer_norm(x + attend(x, L["cross_attn"], mk, mv, memory_mask), **L["norm2"])
-            x = layer_norm(x + position_wise_ffn(x, L["ffn"]), **L["norm3"])
-        return x[:, 0]
-
-    return step
+            check(mask is not None, f"{where} src_mask is None: keep the source's padding mask "
+                                    "(B, S) in the cache, the attention over the memory needs it.")
+            check(isinstance(mask, np.ndarray) and np.shape(mask) == right_mask.shape
+                  and np.array_equal(np.asarray(mask, dtype=bool), right_mask),
+                  f"{where} src_mask should be the source's padding mask, shape "
+                  f"{right_mask.shape}, as it was given.")
 
 
-# What the given and earlier functions are called with, while greedy_decode runs with the cache:
-# name -> (the argument that holds the positions, whether it holds tokens (B, T) or vectors (..., d)).
-COUNTED = {"decoder": (0, "tokens"), "transformer_logits": (1, "tokens"),
-           "decoder_layer": (0, "vectors"), "multi_head_attention": (0, "vectors"),
-           "layer_norm": (0, "vectors"), "position_wise_ffn": (0, "vectors")}
+# -- decoder_step --------------------------------------------------------------------
+
+STEP_CASES = [  # description, B, S, d_model, heads, decoder layers, position t, source lengths
+    ("the first step (t=0) of B=2 rows over S=4 (one source padded to 2), d_model=8, 2 heads, "
+     "1 decoder layer", 2, 4, 8, 2, 1, 0, [4, 2]),
+    ("step t=3 of B=2 rows over S=4 (sources of 4 and 2), d_model=8, 2 heads, 2 decoder layers",
+     2, 4, 8, 2, 2, 3, [4, 2]),
+    ("step t=5 of B=3 rows over S=5 (sources of 5, 3 and 1), d_model=8, 4 heads, "
+     "3 decoder layers", 3, 5, 8, 4, 3, 5, [5, 3, 1]),
+    ("step t=2 of B=1 row over S=3, no source mask, d_model=6, 1 head, 2 decoder layers",
+     1, 3, 6, 1, 2, 2, None),
+]
 
 
-def _counting_positions(function, run):
-    """(run(), {name: positions}) for the functions of COUNTED that `function` sees.
+def cache_for(tgt_tokens, memory, params, num_heads, src_mask=None):
+    """The reference cache after decoding `tgt_tokens (B, t)`: a prefix the notebook never saw."""
+    cache = reference.init_decoder_cache(memory, params, num_heads, src_mask)
+    for t in range(tgt_tokens.shape[1]):
+        _, cache = reference.decoder_step(tgt_tokens[:, t], cache, params, num_heads)
+    return cache
 
-    The functions are replaced, in the namespace where `function` was defined
-    (the notebook), by ones that count the positions they are given, and put
-    back afterwards. A name `function` does not see is not counted.
+
+def check_decoder_step(decoder_step):
+    rng = seeded(SEED + 5)
+    for description, B, S, d, h, n_dec, t, lengths in STEP_CASES:
+        params = model_params(rng, 9, d, 2 * d, 0, n_dec)
+        memory, tgt = rng.normal(size=(B, S, d)), rng.integers(0, 9, size=(B, t + 1))
+        src_mask = None if lengths is None else padding_mask(np.array(lengths), S)
+        cache = cache_for(tgt[:, :t], memory, params, h, src_mask)
+        args = (tgt[:, t], cache, params, h)
+        actual = call(decoder_step, *args, on=description)
+        expected, expected_cache = reference.decoder_step(*args)
+        check(isinstance(actual, tuple) and len(actual) == 2,
+              f"decoder_step should return a pair (output, cache), but on {description} it "
+              f"returned a {type(actual).__name__}" + (f" of {len(actual)}" if isinstance(
+                  actual, (tuple, list)) else "") + ".")
+        output, new_cache = actual
+        name = f"the output on {description}"
+        check_shape(output, expected.shape, name)
+        if not _close(output, expected):
+            _diagnose_step(output, args, description)
+        _check_cache(new_cache, expected_cache, f"the cache returned on {description}", params)
+
+
+def _diagnose_step(output, args, description):
+    if args[1][0]["k"].shape[2] > 0:
+        recomputed = quietly(lambda: step_variant(*args, past=False))
+        check(not _close(output, recomputed),
+              f"on {description}, the newest position attends only to itself: append its key and "
+              "value to the cache's k and v (the positions so far) and attend over all of them. "
+              "(A step that recomputes the prefix from tokens it kept elsewhere cannot know this "
+              "prefix: the cache is all it gets.)")
+    mistakes = [
+        (dict(position="zero"), "the newest token gets the positional encoding of position 0: "
+                                "embed it at its own position t = cache[0][\"k\"].shape[2], "
+                                "E[token] · √d_model + PE[t]"),
+        (dict(position="next"), "the newest token gets the positional encoding of position t + 1: "
+                                "positions start at 0, so it is at t = cache[0][\"k\"].shape[2]"),
+        (dict(scale=False), "the token is embedded without the factor √d_model: "
+                            "E[token] · √d_model + PE[t]"),
+        (dict(kv_from="embedding"), "every layer's keys and values are computed from the embedded "
+                                    "token: each layer computes them from its own input"),
+        (dict(src_mask_on=False), "the attention over the memory ignores the cache's src_mask: "
+                                  "reshape it to (B, 1, 1, S) and hide the source's padding"),
+    ]
+    for options, mistake in mistakes:
+        if options.get("src_mask_on") is False and args[1][0]["src_mask"] is None:
+            continue
+        wrong = quietly(lambda: step_variant(*args, **options))
+        if wrong is not None and _close(output, wrong):
+            check(False, f"on {description}, {mistake}.")
+    check(False, f"the output on {description} is wrong: it should be the decoder's output at the "
+                 "newest position, each layer as in decoder_layer, with the self-attention over "
+                 "the cached keys and values and the newest one.")
+
+
+def step_variant(token, cache, params, num_heads, *, position="t", scale=True, past=True,
+                 kv_from="layer", src_mask_on=True):
+    """The reference step's output, or one with a known mistake.
+
+    position: "t" (the reference), "zero" or "next"; scale: False drops √d_model;
+    past: False attends to the newest position only; kv_from: "layer" or
+    "embedding" (every layer's keys and values from the embedded token);
+    src_mask_on: False ignores the cache's source mask.
     """
-    counting = getattr(function, "counting", None)  # the grader's sandbox counts where it runs
-    if counting is None:
-        namespace = getattr(function, "__globals__", None)
-        if not isinstance(namespace, dict):
-            return run(), {}
-        counting = lambda names: counting_positions(namespace, names, skip=function)  # noqa: E731
-    with counting(COUNTED) as counts:
-        result = run()
-    return result, counts
-
-
-def _check_incremental(counts, description, B, steps, S, n_enc, n_dec):
-    """Fail when some function saw as many positions as recomputing the prefix at every step."""
-    if steps < 5:
-        return
-    per_step = {"decoder": 1, "transformer_logits": 1, "decoder_layer": n_dec,
-                "multi_head_attention": 2 * n_dec, "layer_norm": 3 * n_dec,
-                "position_wise_ffn": n_dec}
-    in_encoder = {"multi_head_attention": n_enc, "layer_norm": 2 * n_enc,
-                  "position_wise_ffn": n_enc}
-    for name, positions in counts.items():
-        allowed = B * S * in_encoder.get(name, 0) + 1.5 * B * steps * per_step[name]
-        check(positions <= allowed,
-              f"on {description}, with use_cache=True greedy_decode passed {positions} "
-              f"positions to {name} to produce {steps} tokens for {B} rows, as if recomputing the whole "
-              "prefix at every step: keep each layer's keys and values and run each step on "
-              "the newest position only.")
+    E = params["embedding"]
+    d = E.shape[1]
+    t = cache[0]["k"].shape[2]
+    at = {"t": t, "zero": 0, "next": t + 1}[position]
+    x = (E[token] * (math.sqrt(d) if scale else 1.0) + sinusoidal_encoding(at + 1, d)[at])[:, None]
+    embedded = x
+    for layer, kept in zip(params["decoder_layers"], cache):
+        own = layer["self_attn"]
+        source = embedded if kv_from == "embedding" else x
+        k, v = (reference._heads(source, own, n, num_heads) for n in "kv")
+        if past:
+            k, v = np.concatenate([kept["k"], k], axis=2), np.concatenate([kept["v"], v], axis=2)
+        x = layer_norm(x + reference._attend(x, own, k, v, num_heads), **layer["norm1"])
+        mask = kept["src_mask"] if src_mask_on else None
+        mask = None if mask is None else mask[:, None, None, :]
+        x = layer_norm(x + reference._attend(x, layer["cross_attn"], kept["memory_k"],
+                                             kept["memory_v"], num_heads, mask), **layer["norm2"])
+        x = layer_norm(x + position_wise_ffn(x, layer["ffn"]), **layer["norm3"])
+    return x[:, 0]
 
 
 # -- helpers -------------------------------------------------------------------------
@@ -768,6 +809,15 @@ def _works(name, function):
     src, tgt = rng.integers(0, 7, size=(2, 4)), rng.integers(0, 7, size=(2, 3))
     src_mask = padding_mask(np.array([4, 2]), 4)
     memory = reference.encoder(src, params, 2, src_mask)
+    if name == "init_decoder_cache":
+        expected = reference.init_decoder_cache(memory, params, 2, src_mask)
+        return quietly(lambda: _check_cache(function(memory, params, 2, src_mask), expected, "",
+                                            params, memory) or True) is True
+    if name == "decoder_step":
+        cache = cache_for(tgt[:, :2], memory, params, 2, src_mask)
+        actual = quietly(lambda: function(tgt[:, 2], cache, params, 2))
+        return isinstance(actual, tuple) and len(actual) == 2 and _close(
+            actual[0], reference.decoder_step(tgt[:, 2], cache, params, 2)[0])
     if name == "decoder_layer":
         args = (rng.normal(size=(2, 3, 8)), memory, params["decoder_layers"][0], 2,
                 causal_mask(3), src_mask[:, None, None, :])

@@ -14,9 +14,9 @@ that student's points and no more:
   see that they do get past the visible checks, and that the hidden checks
   stop them.
 
-`forged-counts` is the exception: a transformer_decoder whose greedy_decode
-recomputes the prefix at every step, handed in honestly by
-`submitted-cache-recomputes-prefix`.
+`forged-counts` is the exception: a transformer_decoder whose decoder_step
+recomputes the prefix at every step from tokens it keeps, handed in honestly
+(the tokens kept in the cache) by `submitted-cache-recomputes-prefix`.
 
 Some tricks would do real harm if the sandbox did not hold; they are bounded
 so that they cannot hurt the machine even then: the fork storm stops at 200
@@ -52,7 +52,7 @@ VISIBLE_SOFTMAX_CALLS = 3
 class Cheat:
     name: str           # the student is submitted-cheat-<name>
     trick: str          # what it tries, in one sentence
-    code: str = ""      # student code, in a cell after the softmax cell (after greedy_decode for
+    code: str = ""      # student code, in a cell after the softmax cell (after decoder_step for
                         # forged-counts); "\n# %%\n" starts another cell
     status: tuple = ("graded",)  # what the report may say happened to the submission
     note: str = ""      # words one of the result's notes must contain
@@ -669,24 +669,22 @@ STRUCTURE_CHEATS = [
 
 CACHE_CHEAT = Cheat(
     "forged-counts",
-    "greedy_decode recomputes the whole prefix at every step, and hides it from the grader's "
-    "counting by running with the functions as they were defined, not the counting ones",
+    "decoder_step recomputes the whole prefix at every step, from tokens it keeps beside the "
+    "cache (in a global, by the cache's id) so that the cache it returns looks right",
     cell('''
-        _recomputing_greedy_decode = greedy_decode
-        _COUNTED = ("decoder", "transformer_logits", "decoder_layer", "multi_head_attention",
-                    "layer_norm", "position_wise_ffn")
-        _as_defined = {name: globals()[name] for name in _COUNTED if name in globals()}
+        _recomputing_step = decoder_step
+        _tokens_of = {}  # id of a cache this step returned -> the tokens decoded so far
 
 
-        def greedy_decode(*args, **kwargs):
-            namespace = globals()
-            current = {name: namespace[name] for name in _as_defined}
-            namespace.update(_as_defined)  # the originals, not whatever replaced them meanwhile
-            try:
-                return _recomputing_greedy_decode(*args, **kwargs)
-            finally:
-                namespace.update(current)
-    '''), flag="globals")
+        def decoder_step(token, cache, params, num_heads):
+            kept = _tokens_of.get(id(cache))
+            given = cache if kept is None else [{**c, "tokens": kept} for c in cache]
+            output, new = _recomputing_step(token, given, params, num_heads)
+            tokens = new[0]["tokens"]
+            new = [{key: value for key, value in c.items() if key != "tokens"} for c in new]
+            _tokens_of[id(new)] = tokens
+            return output, new
+    '''))
 
 ALL_CHEATS = CHEATS + STRUCTURE_CHEATS + [CACHE_CHEAT]
 
@@ -708,7 +706,7 @@ def honest_unstable():
 
 
 def honest_no_cache():
-    task, wrong, _, _ = td.MISTAKES["cache-recomputes-prefix"]
+    task, wrong, _, _ = td.MISTAKES["step-recomputes-prefix"]
     return submission(CACHE_SLUG, {**td.CORRECT, task: wrong})
 
 
@@ -721,7 +719,7 @@ def notebook(cheat):
     """The notebook that `cheat` hands in: its honest student's, with the trick."""
     handed_in = HONEST[cheat.honest][1]()
     if cheat is CACHE_CHEAT:
-        return _after(handed_in, "greedy_decode", cheat.code)
+        return _after(handed_in, "decoder_step", cheat.code)
     if cheat.name == "fake-graded-cell":
         check = next(c for c in handed_in.cells if _grade_id(c) == "test_softmax")
         bonus = new_code_cell("pass  # worth 100 points")

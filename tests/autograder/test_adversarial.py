@@ -25,7 +25,7 @@ from autograder import grade
 from autograder.course import ROOT
 from autograder.sandbox import Limits
 from tests.autograder import adversarial
-from tests.autograder.adversarial import ALL_CHEATS, CACHE_CHEAT, CACHE_SLUG, HONEST, HONEST_UNSTABLE, SLUG
+from tests.autograder.adversarial import ALL_CHEATS, CACHE_SLUG, HONEST, HONEST_UNSTABLE, SLUG
 from tests.autograder.grading import write
 
 MEMORY_MB = 512
@@ -131,11 +131,7 @@ def test_the_batch_completes_with_a_row_per_submission(batch):
 # Whether greedy_decode uses its cache is counted where it runs, in the student's process: code
 # there can hide its work from the count. Outputs cannot tell (the cache must give the same
 # tokens), so this one property is not decided outside; the trick is flagged for the instructor.
-UNVERIFIABLE = pytest.mark.xfail(strict=True, reason="the cache's use is counted inside the sandbox")
-
-
-@pytest.mark.parametrize("cheat", [pytest.param(c, marks=UNVERIFIABLE) if c is CACHE_CHEAT else c
-                                   for c in ALL_CHEATS], ids=lambda cheat: cheat.name)
+@pytest.mark.parametrize("cheat", ALL_CHEATS, ids=lambda cheat: cheat.name)
 def test_no_trick_earns_a_point(batch, cheat):
     result, deserved = batch.results[cheat.student, cheat.slug], batch.results[cheat.honest, cheat.slug]
     assert result.max_score == deserved.max_score

@@ -4,8 +4,9 @@ Instructors may grade with nbgrader alone. On honest submissions (correct,
 untouched, one plausible mistake) it must give every check cell the score that
 `python -m autograder grade` gives. The mistakes are chosen where the two
 graders work differently: a check that probes the student's earlier functions
-(RNN greedy decoding) and one that counts the positions a decoder computes
-(the key/value cache), in the kernel for nbgrader, through the sandbox for us.
+(RNN greedy decoding) and one that hands the student's function caches built
+by the reference (the key/value cache step), in the kernel for nbgrader,
+through the sandbox, as plain data, for us.
 """
 
 import os
@@ -24,7 +25,7 @@ from tests.autograder.grading import write
 # Two assignments keep the test near a minute: each nbgrader command starts in about 6 s.
 # `python -m benchmarks.grading` compares the graders on every assignment and mistake.
 MISTAKE = {"rnn_encoder_decoder": "greedy-includes-bos",
-           "transformer_decoder": "cache-forgets-past"}
+           "transformer_decoder": "step-forgets-past"}
 STUDENTS = ["correct", "unchanged", "mistake"]  # "mistake" hands in MISTAKE[slug] for each slug
 
 

@@ -1,10 +1,13 @@
 """The student notebooks are generated, current, and fail where the instructor's pass."""
 
+import re
+
 import nbformat
 import pytest
 
 from autograder import course
-from autograder.release import HELPERS_CELL, ReleaseError, release, stamp_given_cells, sync_check_helpers
+from autograder.release import (
+    HELPERS_CELL, ReleaseError, release, stamp_given_cells, sync_check_helpers, sync_done_cell)
 
 SLUGS = course.assignments()
 
@@ -37,6 +40,12 @@ def test_instructor_helper_cell_is_autograder_checks_checking(slug):
 
 
 @pytest.mark.parametrize("slug", SLUGS)
+def test_instructor_done_cell_is_autograder_cells_done(slug):
+    assert not sync_done_cell(course.SOURCE / slug / f"{slug}.ipynb"), (
+        "the closing cell differed from autograder/cells/done.md: it has been synced, commit it")
+
+
+@pytest.mark.parametrize("slug", SLUGS)
 def test_instructor_given_cells_are_stamped_from_solutions(slug):
     assert not stamp_given_cells(course.SOURCE / slug / f"{slug}.ipynb"), (
         "a given cell differed from the solutions/ definitions it lists: it has been stamped, commit it")
@@ -66,13 +75,27 @@ def test_given_cell_must_list_what_its_definitions_use(tmp_path):
     path = given_notebook(tmp_path, ["solutions.multi_head:multi_head_attention"])
     with pytest.raises(ReleaseError, match="_check_heads"):
         stamp_given_cells(path)
-    # provided by another cell of the notebook (the student's, say): fine
+    # provided by another (locked) cell of the notebook: fine
     path = given_notebook(tmp_path, ["solutions.multi_head:multi_head_attention", "solutions.multi_head:_check_heads"],
                           "def split_heads(X, h): ...\ndef merge_heads(X): ...\n"
                           "def scaled_dot_product_attention(Q, K, V, mask=None): ...")
     assert stamp_given_cells(path)
     with pytest.raises(ReleaseError, match="no top-level definition 'nothing'"):
         stamp_given_cells(given_notebook(tmp_path, ["solutions.multi_head:nothing"]))
+
+
+def test_given_cell_must_neither_replace_nor_use_what_students_write(tmp_path):
+    solution = nbformat.v4.new_code_cell("def softmax(x, axis=-1):\n    raise NotImplementedError()",
+                                         metadata={"nbgrader": {"solution": True}})
+    for specs, words in ((["solutions.scaled_dot_product:softmax"], "must not replace"),
+                         (["solutions.scaled_dot_product:masked_softmax",
+                           "solutions.scaled_dot_product:_check_mask"], "give it the course's own")):
+        path = given_notebook(tmp_path, specs)
+        notebook = nbformat.read(path, as_version=4)
+        notebook.cells.append(solution)
+        nbformat.write(notebook, path)
+        with pytest.raises(ReleaseError, match=words):
+            stamp_given_cells(path)
 
 
 @pytest.mark.parametrize("slug", SLUGS)
@@ -104,3 +127,29 @@ def test_instructor_notebook_passes_nbgrader_validate(slug, tmp_path):
 def test_student_notebook_fails_every_test(slug, tmp_path):
     output = validate(course.EXERCISES / f"{slug}.ipynb", tmp_path, "--invert")
     assert "Success! The notebook does not pass any tests." in output, output
+
+
+POINTS_IN_HEADING = re.compile(r"^#+ .*\((\d+(?: \+ \d+)*) points?( each)?\)", re.M)
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_each_task_heading_states_the_points_of_its_check_cells(slug):
+    """ "(N points)", "(N + M points)" or "(N point each)" in a heading is what the checks after it give."""
+    notebook = nbformat.read(course.SOURCE / slug / f"{slug}.ipynb", as_version=4)
+    tasks = []  # [heading, stated points, each, points of the check cells up to the next heading]
+    for cell in notebook.cells:
+        stated = POINTS_IN_HEADING.search(cell.source) if cell.cell_type == "markdown" else None
+        if stated:
+            numbers = [int(n) for n in stated.group(1).split(" + ")]
+            tasks.append([stated.group(0), numbers, bool(stated.group(2)), []])
+        elif cell.metadata.get("nbgrader", {}).get("grade"):
+            assert tasks, f"{slug}: a check cell comes before any heading that states its points"
+            tasks[-1][3].append(cell.metadata["nbgrader"]["points"])
+    assert tasks
+    for heading, numbers, each, points in tasks:
+        if each:
+            assert points and all(p == numbers[0] for p in points), (heading, points)
+        elif len(numbers) > 1:
+            assert points == numbers, (heading, points)
+        else:
+            assert sum(points) == numbers[0], (heading, points)

@@ -5,12 +5,13 @@ import copy
 import numpy as np
 import pytest
 
-from autograder.checks.transformer_decoder import copy_model, model_params
+from autograder.checks.transformer_decoder import model_params
 from solutions.multi_head import multi_head_attention
 from solutions.positional_encoding import sinusoidal_encoding
 from solutions.scaled_dot_product import causal_mask, padding_mask
 from solutions.transformer_decoder import (
-    IncrementalDecoder, decoder, decoder_layer, greedy_decode, transformer_logits)
+    copy_model, decoder, decoder_layer, decoder_step, greedy_decode, init_decoder_cache,
+    transformer_logits)
 from solutions.transformer_encoder import embed, encoder, layer_norm, position_wise_ffn
 
 rng = np.random.default_rng(0)
@@ -220,14 +221,92 @@ def test_the_cache_gives_exactly_the_same_tokens(seed):
             greedy_decode(src, params, 4, 0, 11, 12, mask))
 
 
-def test_a_cached_step_is_the_decoder_at_the_newest_position():
+def cache_after(tgt, memory, params, num_heads, src_mask=None):
+    """The cache after decoding the target tokens tgt (B, t), and the outputs of the steps."""
+    cache, outputs = init_decoder_cache(memory, params, num_heads, src_mask), []
+    for t in range(tgt.shape[1]):
+        output, cache = decoder_step(tgt[:, t], cache, params, num_heads)
+        outputs.append(output)
+    return cache, outputs
+
+
+def test_a_fresh_cache_holds_the_memory_projected_per_layer_and_no_position():
+    params = model_params(rng, 9, 8, 16, 1, 2)
+    memory, src_mask = rng.normal(size=(3, 5, 8)), padding_mask(np.array([5, 2, 4]), 5)
+    cache = init_decoder_cache(memory, params, 2, src_mask)
+    assert isinstance(cache, list) and len(cache) == 2
+    for layer, kept in zip(params["decoder_layers"], cache):
+        assert set(kept) == {"memory_k", "memory_v", "k", "v", "src_mask"}
+        cross = layer["cross_attn"]
+        for name in "kv":
+            projected = (memory @ cross[f"W_{name}"] + cross[f"b_{name}"]).reshape(3, 5, 2, 4)
+            np.testing.assert_allclose(kept[f"memory_{name}"], projected.transpose(0, 2, 1, 3))
+            assert kept[name].shape == (3, 2, 0, 4)
+        np.testing.assert_array_equal(kept["src_mask"], src_mask)
+    assert init_decoder_cache(memory, params, 2)[0]["src_mask"] is None
+    with pytest.raises(ValueError, match=r"\(3, 5\)"):
+        init_decoder_cache(memory, params, 2, src_mask[:, :4])
+
+
+def test_each_step_is_the_decoder_at_the_newest_position():
     params = model_params(rng, 9, 8, 16, 1, 2)
     src, tgt = rng.integers(0, 9, size=(2, 4)), rng.integers(0, 9, size=(2, 6))
     src_mask = padding_mask(np.array([4, 2]), 4)
     memory = encoder(src, params, 2, src_mask)
     full = decoder(tgt, memory, params, 2, src_mask)
-    cached = IncrementalDecoder(memory, params, 2, src_mask)
-    for t in range(6):
-        np.testing.assert_allclose(cached.step(tgt[:, :t + 1]), full[:, t], rtol=1e-10,
-                                   atol=1e-12)
-    assert cached.caches[0]["k"].shape == (2, 2, 6, 4)  # (B, h, positions so far, d_head)
+    cache, outputs = cache_after(tgt, memory, params, 2, src_mask)
+    for t, output in enumerate(outputs):
+        np.testing.assert_allclose(output, full[:, t], rtol=1e-10, atol=1e-12)
+    assert cache[0]["k"].shape == cache[1]["v"].shape == (2, 2, 6, 4)  # (B, h, t, d_head)
+
+
+def test_a_step_embeds_the_newest_token_alone_at_its_position():
+    """With every sub-layer switched off, the output is E[token]·√d + PE[t], normalised three times."""
+    params = model_params(rng, 9, 8, 16, 0, 1)
+    layer = switched_off(params["decoder_layers"][0])
+    layer.update({f"norm{i}": {"gamma": np.ones(8), "beta": np.zeros(8)} for i in (1, 2, 3)})
+    params["decoder_layers"] = [layer]
+    tgt, memory = rng.integers(0, 9, size=(2, 5)), rng.normal(size=(2, 3, 8))
+    _, outputs = cache_after(tgt, memory, params, 2)
+    embedded = embed(tgt, params["embedding"])
+    ones = {"gamma": np.ones(8), "beta": np.zeros(8)}
+    for t, output in enumerate(outputs):
+        expected = layer_norm(layer_norm(layer_norm(embedded[:, t], **ones), **ones), **ones)
+        np.testing.assert_allclose(output, expected, atol=1e-12)
+
+
+def test_a_step_leaves_its_cache_alone_and_returns_a_new_one():
+    params = model_params(rng, 9, 8, 16, 1, 2)
+    memory, tgt = rng.normal(size=(2, 4, 8)), rng.integers(0, 9, size=(2, 3))
+    cache, _ = cache_after(tgt, memory, params, 2, padding_mask(np.array([4, 1]), 4))
+    before = copy.deepcopy(cache)
+    _, new = decoder_step(np.array([1, 2]), cache, params, 2)
+    assert new is not cache and all(a is not b for a, b in zip(new, cache))
+    for kept, old, longer in zip(cache, before, new):
+        assert kept.keys() == old.keys() == longer.keys()
+        for key in ("memory_k", "memory_v", "k", "v", "src_mask"):
+            np.testing.assert_array_equal(kept[key], old[key])
+        assert longer["k"].shape[2] == kept["k"].shape[2] + 1
+
+
+def test_a_cache_built_elsewhere_continues_where_it_ends():
+    """Plain data: a cache written out by hand (the keys and values of a prefix) works as well."""
+    params = model_params(rng, 9, 8, 16, 1, 1)
+    memory, tgt = rng.normal(size=(1, 3, 8)), rng.integers(0, 9, size=(1, 4))
+    cache, _ = cache_after(tgt[:, :3], memory, params, 2)
+    by_hand = [{key: np.array(value) if value is not None else None for key, value in kept.items()}
+               for kept in cache]
+    output, _ = decoder_step(tgt[:, 3], by_hand, params, 2)
+    np.testing.assert_allclose(output, decoder(tgt, memory, params, 2)[:, 3], atol=1e-12)
+
+
+@pytest.mark.parametrize("token, words", [(np.array([1]), r"\(2,\)"),
+                                          (np.array([1.0, 2.0]), "integer"),
+                                          (np.array([1, 9]), r"\[0, 9\)")])
+def test_a_step_rejects_tokens_that_do_not_fit_the_cache(token, words):
+    params = model_params(rng, 9, 8, 16, 1, 1)
+    cache = init_decoder_cache(rng.normal(size=(2, 3, 8)), params, 2)
+    with pytest.raises(ValueError, match=words):
+        decoder_step(token, cache, params, 2)
+    with pytest.raises(ValueError, match="layers"):
+        decoder_step(np.array([1, 2]), cache + cache, params, 2)

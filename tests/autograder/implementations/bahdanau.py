@@ -8,22 +8,20 @@ each of one task: the hidden checks must reject every one, and say why.
 
 Each function is self-contained, so that its source can be put into a
 notebook's solution cell as a student would write it there. It may call the
-other tasks' functions and the notebook's provided cell (`rnn_cell`,
-`gru_cell`, `CELLS`, `encode`), defined here under the same names.
+other tasks' functions and the notebook's given cell (`rnn_cell`,
+`gru_cell`, `cell_function`, `encode`), imported here under the same names.
 """
 
 import numpy as np
 
-from solutions.rnn_encoder_decoder import encode, gru_cell, rnn_cell
-
-CELLS = {"rnn": rnn_cell, "gru": gru_cell}  # as in the notebook's provided cell
+from solutions.rnn_encoder_decoder import cell_function, encode, gru_cell, rnn_cell  # noqa: F401
 
 # -- correct, by other means -------------------------------------------------
 
 
 def bidirectional_encode(X, params_fwd, params_bwd, cell="gru"):
     # both RNNs stepped by hand; the backward one fills the array from the end
-    step = CELLS[cell]
+    step = cell_function(cell)
     B, T, _ = X.shape
     d_h = params_fwd["W_hh"].shape[0]
     H = np.empty((B, T, 2 * d_h))
@@ -243,28 +241,28 @@ def attention_returns_weights_first(s_prev, H, params, mask=None):
 def step_context_from_new_state(y_prev, s_prev, H, params, mask=None, cell="gru"):
     # Luong's order: the state first (with no context yet), then attention from it
     no_context = np.zeros((y_prev.shape[0], H.shape[-1]))
-    s_t = CELLS[cell](np.concatenate([y_prev, no_context], axis=-1), s_prev, params["cell"])
+    s_t = cell_function(cell)(np.concatenate([y_prev, no_context], axis=-1), s_prev, params["cell"])
     context, weights = bahdanau_attention(s_t, H, params["attention"], mask)
     return s_t, context, weights
 
 
 def step_context_from_provisional_state(y_prev, s_prev, H, params, mask=None, cell="gru"):
     # a first pass guesses s_t with the mean annotation, then attends from the guess
-    guess = CELLS[cell](np.concatenate([y_prev, H.mean(axis=1)], axis=-1), s_prev, params["cell"])
+    guess = cell_function(cell)(np.concatenate([y_prev, H.mean(axis=1)], axis=-1), s_prev, params["cell"])
     context, weights = bahdanau_attention(guess, H, params["attention"], mask)
-    s_t = CELLS[cell](np.concatenate([y_prev, context], axis=-1), s_prev, params["cell"])
+    s_t = cell_function(cell)(np.concatenate([y_prev, context], axis=-1), s_prev, params["cell"])
     return s_t, context, weights
 
 
 def step_context_first_in_input(y_prev, s_prev, H, params, mask=None, cell="gru"):
     context, weights = bahdanau_attention(s_prev, H, params["attention"], mask)
-    s_t = CELLS[cell](np.concatenate([context, y_prev], axis=-1), s_prev, params["cell"])
+    s_t = cell_function(cell)(np.concatenate([context, y_prev], axis=-1), s_prev, params["cell"])
     return s_t, context, weights
 
 
 def step_mask_not_passed(y_prev, s_prev, H, params, mask=None, cell="gru"):
     context, weights = bahdanau_attention(s_prev, H, params["attention"])
-    s_t = CELLS[cell](np.concatenate([y_prev, context], axis=-1), s_prev, params["cell"])
+    s_t = cell_function(cell)(np.concatenate([y_prev, context], axis=-1), s_prev, params["cell"])
     return s_t, context, weights
 
 
@@ -276,13 +274,13 @@ def step_always_gru(y_prev, s_prev, H, params, mask=None, cell="gru"):
 
 def step_default_cell_rnn(y_prev, s_prev, H, params, mask=None, cell="rnn"):
     context, weights = bahdanau_attention(s_prev, H, params["attention"], mask)
-    s_t = CELLS[cell](np.concatenate([y_prev, context], axis=-1), s_prev, params["cell"])
+    s_t = cell_function(cell)(np.concatenate([y_prev, context], axis=-1), s_prev, params["cell"])
     return s_t, context, weights
 
 
 def step_returns_context_first(y_prev, s_prev, H, params, mask=None, cell="gru"):
     context, weights = bahdanau_attention(s_prev, H, params["attention"], mask)
-    s_t = CELLS[cell](np.concatenate([y_prev, context], axis=-1), s_prev, params["cell"])
+    s_t = cell_function(cell)(np.concatenate([y_prev, context], axis=-1), s_prev, params["cell"])
     return context, s_t, weights
 
 

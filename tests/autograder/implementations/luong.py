@@ -67,7 +67,7 @@ def predictive_position(h_t, W_p, v_p, S):
     return S * np.exp(-np.logaddexp(0.0, -x))
 
 
-def local_attention(h_t, H_s, p_t, D, params, score="general"):
+def local_attention(h_t, H_s, p_t, D, params, score="general", gaussian=True):
     # a loop over the batch and a range of window indices
     B, S, d = H_s.shape
     p_t = np.broadcast_to(np.asarray(p_t, dtype=float), (B,))
@@ -87,7 +87,8 @@ def local_attention(h_t, H_s, p_t, D, params, score="general"):
             continue
         e = np.exp(scores[b, window] - scores[b, window].max())
         align = e / e.sum()
-        weights[b, window] = align * np.exp(-((window - p_t[b]) ** 2) / (2 * sigma**2))
+        bump = np.exp(-((window - p_t[b]) ** 2) / (2 * sigma**2)) if gaussian else 1.0
+        weights[b, window] = align * bump
     context = np.einsum("bs,bsd->bd", weights, H_s)
     return context, weights
 
@@ -272,7 +273,7 @@ def position_without_tanh(h_t, W_p, v_p, S):
     return S / (1 + np.exp(-(h_t @ W_p @ v_p)))
 
 
-def local_window_strict(h_t, H_s, p_t, D, params, score="general"):
+def local_window_strict(h_t, H_s, p_t, D, params, score="general", gaussian=True):
     B, S, d = H_s.shape
     distance = np.arange(S)[None, :] - np.broadcast_to(np.asarray(p_t, float), (B,))[:, None]
     window = np.abs(distance) < D  # should be <=
@@ -286,7 +287,7 @@ def local_window_strict(h_t, H_s, p_t, D, params, score="general"):
     return np.einsum("bs,bsd->bd", weights, H_s), weights
 
 
-def local_sigma_D(h_t, H_s, p_t, D, params, score="general"):
+def local_sigma_D(h_t, H_s, p_t, D, params, score="general", gaussian=True):
     B, S, d = H_s.shape
     distance = np.arange(S)[None, :] - np.broadcast_to(np.asarray(p_t, float), (B,))[:, None]
     window = np.abs(distance) <= D
@@ -301,7 +302,7 @@ def local_sigma_D(h_t, H_s, p_t, D, params, score="general"):
     return np.einsum("bs,bsd->bd", weights, H_s), weights
 
 
-def local_sigma_D_over_root_2(h_t, H_s, p_t, D, params, score="general"):
+def local_sigma_D_over_root_2(h_t, H_s, p_t, D, params, score="general", gaussian=True):
     B, S, d = H_s.shape
     distance = np.arange(S)[None, :] - np.broadcast_to(np.asarray(p_t, float), (B,))[:, None]
     window = np.abs(distance) <= D
@@ -315,7 +316,7 @@ def local_sigma_D_over_root_2(h_t, H_s, p_t, D, params, score="general"):
     return np.einsum("bs,bsd->bd", weights, H_s), weights
 
 
-def local_gaussian_before_softmax(h_t, H_s, p_t, D, params, score="general"):
+def local_gaussian_before_softmax(h_t, H_s, p_t, D, params, score="general", gaussian=True):
     B, S, d = H_s.shape
     distance = np.arange(S)[None, :] - np.broadcast_to(np.asarray(p_t, float), (B,))[:, None]
     window = np.abs(distance) <= D
@@ -329,7 +330,7 @@ def local_gaussian_before_softmax(h_t, H_s, p_t, D, params, score="general"):
     return np.einsum("bs,bsd->bd", weights, H_s), weights
 
 
-def local_renormalised(h_t, H_s, p_t, D, params, score="general"):
+def local_renormalised(h_t, H_s, p_t, D, params, score="general", gaussian=True):
     B, S, d = H_s.shape
     distance = np.arange(S)[None, :] - np.broadcast_to(np.asarray(p_t, float), (B,))[:, None]
     window = np.abs(distance) <= D
@@ -344,7 +345,7 @@ def local_renormalised(h_t, H_s, p_t, D, params, score="general"):
     return np.einsum("bs,bsd->bd", weights, H_s), weights
 
 
-def local_softmax_over_all(h_t, H_s, p_t, D, params, score="general"):
+def local_softmax_over_all(h_t, H_s, p_t, D, params, score="general", gaussian=True):
     B, S, d = H_s.shape
     distance = np.arange(S)[None, :] - np.broadcast_to(np.asarray(p_t, float), (B,))[:, None]
     window = np.abs(distance) <= D
@@ -357,7 +358,7 @@ def local_softmax_over_all(h_t, H_s, p_t, D, params, score="general"):
     return np.einsum("bs,bsd->bd", weights, H_s), weights
 
 
-def local_positions_from_1(h_t, H_s, p_t, D, params, score="general"):
+def local_positions_from_1(h_t, H_s, p_t, D, params, score="general", gaussian=True):
     B, S, d = H_s.shape
     positions = np.arange(1, S + 1)  # should be 0 … S-1
     distance = positions[None, :] - np.broadcast_to(np.asarray(p_t, float), (B,))[:, None]
@@ -372,7 +373,7 @@ def local_positions_from_1(h_t, H_s, p_t, D, params, score="general"):
     return np.einsum("bs,bsd->bd", weights, H_s), weights
 
 
-def local_without_gaussian(h_t, H_s, p_t, D, params, score="general"):
+def local_without_gaussian(h_t, H_s, p_t, D, params, score="general", gaussian=True):
     B, S, d = H_s.shape
     distance = np.arange(S)[None, :] - np.broadcast_to(np.asarray(p_t, float), (B,))[:, None]
     window = np.abs(distance) <= D
@@ -385,7 +386,7 @@ def local_without_gaussian(h_t, H_s, p_t, D, params, score="general"):
     return np.einsum("bs,bsd->bd", weights, H_s), weights
 
 
-def local_p_t_must_be_an_array(h_t, H_s, p_t, D, params, score="general"):
+def local_p_t_must_be_an_array(h_t, H_s, p_t, D, params, score="general", gaussian=True):
     # correct for an array p_t, but local-m's number p_t = t has no axis to index
     B, S, d = H_s.shape
     distance = np.arange(S)[None, :] - p_t[:, None]
@@ -398,6 +399,16 @@ def local_p_t_must_be_an_array(h_t, H_s, p_t, D, params, score="general"):
     weights = np.where(window, e / e.sum(axis=-1, keepdims=True), 0.0)
     weights = weights * np.exp(-distance**2 / (2 * (D / 2) ** 2))
     return np.einsum("bs,bsd->bd", weights, H_s), weights
+
+
+def local_m_with_gaussian(h_t, H_s, p_t, D, params, score="general", gaussian=True):
+    # the Gaussian whatever gaussian says: local-m is then not Luong et al.'s Eq. 7
+    return local_attention(h_t, H_s, p_t, D, params, score)
+
+
+def local_gaussian_flag_ignored_for_arrays(h_t, H_s, p_t, D, params, score="general", gaussian=True):
+    # "local-m is p_t = t": the Gaussian dropped for a number p_t only, not as gaussian says
+    return local_attention(h_t, H_s, p_t, D, params, score, gaussian=np.ndim(p_t) > 0)
 
 
 # task -> the hidden checks (in autograder/checks/luong.py) that grade it
@@ -471,6 +482,11 @@ MISTAKES = {
                                      "check_local_attention", "0-based"),
     "luong-local-without-gaussian": ("local_attention", local_without_gaussian,
                                      "check_local_attention", "by the Gaussian"),
+    "luong-local-m-with-gaussian": ("local_attention", local_m_with_gaussian,
+                                    "check_local_attention", "Eq. 7"),
+    "luong-local-gaussian-by-the-type-of-p_t": ("local_attention",
+                                                local_gaussian_flag_ignored_for_arrays,
+                                                "check_local_attention", "with gaussian=True"),
     "luong-local-p_t-must-be-an-array": ("local_attention", local_p_t_must_be_an_array,
                                          "check_local_attention", "raised"),
 }

@@ -2,8 +2,8 @@
 
 `CORRECT` holds correct implementations of every task written unlike the
 reference (a table of sub-layers, a hand-made layer norm and masks, einsum,
-per-row bookkeeping in Python lists, a cache kept as lists of per-step
-keys and values): the hidden checks must accept them. `MISTAKES` holds
+per-row bookkeeping in Python lists, a cache built with einsum and a
+positional row written out): the hidden checks must accept them. `MISTAKES` holds
 plausible wrong implementations, each of one task: the hidden checks must
 reject every one, and say why. Each function is self-contained, so that its
 source can be put into a notebook's solution cell as a student would write it
@@ -62,38 +62,65 @@ def transformer_logits(src_tokens, tgt_tokens, params, num_heads, src_mask=None)
     return np.einsum("btd,vd->btv", out, params["embedding"])
 
 
+def init_decoder_cache(memory, params, num_heads, src_mask=None):
+    # einsum against the weights split per head; the empty keys made with np.empty
+    B, S, d_model = memory.shape
+    d_head = d_model // num_heads
+    cache = []
+    for layer in params["decoder_layers"]:
+        a = layer["cross_attn"]
+        per_head = {n: (a[f"W_{n}"].reshape(d_model, num_heads, d_head), a[f"b_{n}"].reshape(num_heads, d_head))
+                    for n in "kv"}
+        keys, values = (np.einsum("bsd,dhe->bhse", memory, W) + b[None, :, None, :]
+                        for W, b in per_head.values())
+        cache.append({"memory_k": keys, "memory_v": values,
+                      "k": np.empty((B, num_heads, 0, d_head)), "v": np.empty((B, num_heads, 0, d_head)),
+                      "src_mask": None if src_mask is None else np.array(src_mask, dtype=bool)})
+    return cache
+
+
+def decoder_step(token, cache, params, num_heads):
+    # the positional row from the formula, multi_head_attention over the merged cached keys
+    E = params["embedding"]
+    d_model = E.shape[1]
+    t = cache[0]["k"].shape[2]
+    i = np.arange(0, d_model, 2)
+    row = np.zeros(d_model)
+    row[0::2], row[1::2] = np.sin(t / 10000 ** (i / d_model)), np.cos(t / 10000 ** (i / d_model))
+    x = (E[token] * np.sqrt(d_model) + row)[:, None, :]
+    new = []
+    for L, c in zip(params["decoder_layers"], cache):
+        a = L["self_attn"]
+        k = np.concatenate([c["k"], split_heads(x @ a["W_k"] + a["b_k"], num_heads)], axis=2)
+        v = np.concatenate([c["v"], split_heads(x @ a["W_v"] + a["b_v"], num_heads)], axis=2)
+        q = split_heads(x @ a["W_q"] + a["b_q"], num_heads)
+        x = layer_norm(x + merge_heads(scaled_dot_product_attention(q, k, v)[0]) @ a["W_o"] + a["b_o"],
+                       **L["norm1"])
+        m = L["cross_attn"]
+        q = split_heads(x @ m["W_q"] + m["b_q"], num_heads)
+        mask = None if c["src_mask"] is None else c["src_mask"][:, None, None, :]
+        context = scaled_dot_product_attention(q, c["memory_k"], c["memory_v"], mask)[0]
+        x = layer_norm(x + merge_heads(context) @ m["W_o"] + m["b_o"], **L["norm2"])
+        x = layer_norm(x + position_wise_ffn(x, L["ffn"]), **L["norm3"])
+        new.append({"memory_k": c["memory_k"], "memory_v": c["memory_v"], "k": k, "v": v,
+                    "src_mask": c["src_mask"]})
+    return x[:, 0], new
+
+
 def greedy_decode(src_tokens, params, num_heads, bos_id, eos_id, max_len, src_mask=None,
                   use_cache=False):
-    # per-row lists; the cache holds, per layer, the list of each step's keys and values
+    # per-row lists
     E = params["embedding"]
     B = len(src_tokens)
     memory = encoder(src_tokens, params, num_heads, src_mask)
-    real = None if src_mask is None else src_mask[:, None, None, :]
-    layers = params["decoder_layers"]
-    saved = [{"k": [], "v": []} for _ in layers]
-    memory_kv = [(split_heads(memory @ L["cross_attn"]["W_k"] + L["cross_attn"]["b_k"], num_heads),
-                  split_heads(memory @ L["cross_attn"]["W_v"] + L["cross_attn"]["b_v"], num_heads))
-                 for L in layers]
-
-    def attend(x, p, keys, values, mask=None):
-        q = split_heads(x @ p["W_q"] + p["b_q"], num_heads)
-        context, _ = scaled_dot_product_attention(q, keys, values, mask)
-        return merge_heads(context) @ p["W_o"] + p["b_o"]
-
+    cache = init_decoder_cache(memory, params, num_heads, src_mask) if use_cache else None
     rows = [[bos_id] for _ in range(B)]
     done = [False] * B
     for t in range(max_len):
         prefix = np.array(rows)
         if use_cache:
-            x = embed(prefix, E)[:, t:t + 1]
-            for L, c, (mk, mv) in zip(layers, saved, memory_kv):
-                c["k"].append(split_heads(x @ L["self_attn"]["W_k"] + L["self_attn"]["b_k"], num_heads))
-                c["v"].append(split_heads(x @ L["self_attn"]["W_v"] + L["self_attn"]["b_v"], num_heads))
-                keys, values = np.concatenate(c["k"], axis=2), np.concatenate(c["v"], axis=2)
-                x = layer_norm(x + attend(x, L["self_attn"], keys, values), **L["norm1"])
-                x = layer_norm(x + attend(x, L["cross_attn"], mk, mv, real), **L["norm2"])
-                x = layer_norm(x + position_wise_ffn(x, L["ffn"]), **L["norm3"])
-            scores = x[:, 0] @ E.T
+            out, cache = decoder_step(prefix[:, -1], cache, params, num_heads)
+            scores = out @ E.T
         else:
             scores = transformer_logits(src_tokens, prefix, params, num_heads, src_mask)[:, -1]
         for b in range(B):
@@ -105,7 +132,8 @@ def greedy_decode(src_tokens, params, num_heads, bos_id, eos_id, max_len, src_ma
     return np.array([row[1:] for row in rows], dtype=int).reshape(B, -1)
 
 
-CORRECT = {f.__name__: f for f in (decoder_layer, decoder, transformer_logits, greedy_decode)}
+CORRECT = {f.__name__: f for f in (decoder_layer, decoder, transformer_logits, greedy_decode,
+                                   init_decoder_cache, decoder_step)}
 
 
 # -- mistakes: decoder_layer ---------------------------------------------------------
@@ -517,151 +545,132 @@ def greedy_float_tokens(src_tokens, params, num_heads, bos_id, eos_id, max_len,
     return tokens
 
 
-# -- mistakes: the cache of greedy_decode --------------------------------------------
+# -- mistakes: init_decoder_cache ---------------------------------------------------
+
+
+def _heads(X, attn, name, num_heads):
+    return split_heads(X @ attn[f"W_{name}"] + attn[f"b_{name}"], num_heads)
+
+
+def init_swaps_keys_and_values(memory, params, num_heads, src_mask=None):
+    cache = init_decoder_cache(memory, params, num_heads, src_mask)
+    return [{**c, "memory_k": c["memory_v"], "memory_v": c["memory_k"]} for c in cache]
+
+
+def init_from_self_attention(memory, params, num_heads, src_mask=None):
+    cache = init_decoder_cache(memory, params, num_heads, src_mask)
+    return [{**c, "memory_k": _heads(memory, L["self_attn"], "k", num_heads),
+             "memory_v": _heads(memory, L["self_attn"], "v", num_heads)}
+            for c, L in zip(cache, params["decoder_layers"])]
+
+
+def init_not_split_into_heads(memory, params, num_heads, src_mask=None):
+    cache = init_decoder_cache(memory, params, num_heads, src_mask)
+    return [{**c, "memory_k": memory @ L["cross_attn"]["W_k"] + L["cross_attn"]["b_k"],
+             "memory_v": memory @ L["cross_attn"]["W_v"] + L["cross_attn"]["b_v"]}
+            for c, L in zip(cache, params["decoder_layers"])]
+
+
+def init_drops_src_mask(memory, params, num_heads, src_mask=None):
+    return [{**c, "src_mask": None} for c in init_decoder_cache(memory, params, num_heads)]
+
+
+def init_one_layer(memory, params, num_heads, src_mask=None):
+    return init_decoder_cache(memory, params, num_heads, src_mask)[:1]
+
+
+# -- mistakes: decoder_step ---------------------------------------------------------
+
+
+def _step(token, cache, params, num_heads, *, position=None, scale=True, past=True,
+          kv_from_embedding=False, use_mask=True, keep=None):
+    """decoder_step written out once for the mistakes below, each switching one thing."""
+    E = params["embedding"]
+    d = E.shape[1]
+    t = cache[0]["k"].shape[2] if position is None else position(cache[0]["k"].shape[2])
+    x = (E[token] * (np.sqrt(d) if scale else 1.0) + sinusoidal_encoding(t + 1, d)[t])[:, None]
+    embedded, new = x, []
+    for L, c in zip(params["decoder_layers"], cache):
+        a = L["self_attn"]
+        source = embedded if kv_from_embedding else x
+        k, v = _heads(source, a, "k", num_heads), _heads(source, a, "v", num_heads)
+        if past:
+            k, v = np.concatenate([c["k"], k], axis=2), np.concatenate([c["v"], v], axis=2)
+        q = _heads(x, a, "q", num_heads)
+        x = layer_norm(x + merge_heads(scaled_dot_product_attention(q, k, v)[0]) @ a["W_o"] + a["b_o"],
+                       **L["norm1"])
+        m = L["cross_attn"]
+        mask = None if c["src_mask"] is None or not use_mask else c["src_mask"][:, None, None, :]
+        context = scaled_dot_product_attention(_heads(x, m, "q", num_heads), c["memory_k"],
+                                               c["memory_v"], mask)[0]
+        x = layer_norm(x + merge_heads(context) @ m["W_o"] + m["b_o"], **L["norm2"])
+        x = layer_norm(x + position_wise_ffn(x, L["ffn"]), **L["norm3"])
+        if keep is not None:  # changes the input cache in place and returns it
+            c["k"], c["v"] = k, v
+            new = cache
+        else:
+            new.append({**c, "k": k, "v": v})
+    return x[:, 0], new
+
+
+def step_forgets_past(token, cache, params, num_heads):
+    return _step(token, cache, params, num_heads, past=False)
+
+
+def step_position_zero(token, cache, params, num_heads):
+    return _step(token, cache, params, num_heads, position=lambda t: 0)
+
+
+def step_position_after(token, cache, params, num_heads):
+    return _step(token, cache, params, num_heads, position=lambda t: t + 1)
+
+
+def step_unscaled_embedding(token, cache, params, num_heads):
+    return _step(token, cache, params, num_heads, scale=False)
+
+
+def step_kv_from_embedding(token, cache, params, num_heads):
+    return _step(token, cache, params, num_heads, kv_from_embedding=True)
+
+
+def step_ignores_src_mask(token, cache, params, num_heads):
+    return _step(token, cache, params, num_heads, use_mask=False)
+
+
+def step_mutates_cache(token, cache, params, num_heads):
+    return _step(token, cache, params, num_heads, keep=True)
+
+
+def step_returns_output_only(token, cache, params, num_heads):
+    return _step(token, cache, params, num_heads)[0]
+
+
+def step_recomputes_prefix(token, cache, params, num_heads):
+    # keeps the tokens in the cache and runs every layer on the whole prefix again
+    E = params["embedding"]
+    tokens = np.concatenate([cache[0].get("tokens", np.zeros((len(token), 0), dtype=int)),
+                             np.asarray(token)[:, None]], axis=1)
+    X = embed(tokens, E)
+    T = tokens.shape[1]
+    new = []
+    for L, c in zip(params["decoder_layers"], cache):
+        a = L["self_attn"]
+        k, v = _heads(X, a, "k", num_heads), _heads(X, a, "v", num_heads)
+        q = _heads(X, a, "q", num_heads)
+        X = layer_norm(X + merge_heads(scaled_dot_product_attention(q, k, v, causal_mask(T))[0])
+                       @ a["W_o"] + a["b_o"], **L["norm1"])
+        m = L["cross_attn"]
+        mask = None if c["src_mask"] is None else c["src_mask"][:, None, None, :]
+        context = scaled_dot_product_attention(_heads(X, m, "q", num_heads), c["memory_k"],
+                                               c["memory_v"], mask)[0]
+        X = layer_norm(X + merge_heads(context) @ m["W_o"] + m["b_o"], **L["norm2"])
+        X = layer_norm(X + position_wise_ffn(X, L["ffn"]), **L["norm3"])
+        new.append({**c, "k": k, "v": v, "tokens": tokens})
+    return X[:, -1], new
+
+
+# -- mistakes: greedy_decode with the cache -------------------------------------------
 # Each decodes correctly without the cache; with it, one thing goes wrong.
-
-
-def cache_forgets_past(src_tokens, params, num_heads, bos_id, eos_id, max_len, src_mask=None,
-                       use_cache=False):
-    E = params["embedding"]
-    memory = encoder(src_tokens, params, num_heads, src_mask)
-    real = None if src_mask is None else src_mask[:, None, None, :]
-    B = len(src_tokens)
-    prefix = np.full((B, 1), bos_id)
-    finished = np.zeros(B, dtype=bool)
-    for t in range(max_len):
-        if use_cache:
-            x = embed(prefix, E)[:, -1:]
-            for L in params["decoder_layers"]:
-                # the newest position attends to itself only: nothing is kept
-                x = layer_norm(x + multi_head_attention(x, x, x, L["self_attn"], num_heads)[0],
-                               **L["norm1"])
-                x = layer_norm(x + multi_head_attention(x, memory, memory, L["cross_attn"],
-                                                        num_heads, real)[0], **L["norm2"])
-                x = layer_norm(x + position_wise_ffn(x, L["ffn"]), **L["norm3"])
-            last = x[:, 0]
-        else:
-            last = decoder(prefix, memory, params, num_heads, src_mask)[:, -1]
-        token = np.where(finished, eos_id, np.argmax(last @ E.T, axis=-1))
-        prefix = np.concatenate([prefix, token[:, None]], axis=1)
-        finished |= token == eos_id
-        if finished.all():
-            break
-    return prefix[:, 1:]
-
-
-def cache_position_zero(src_tokens, params, num_heads, bos_id, eos_id, max_len, src_mask=None,
-                        use_cache=False):
-    E = params["embedding"]
-    memory = encoder(src_tokens, params, num_heads, src_mask)
-    real = None if src_mask is None else src_mask[:, None, None, :]
-    B = len(src_tokens)
-    layers = params["decoder_layers"]
-    inputs = [None] * len(layers)  # each layer's inputs so far
-    prefix = np.full((B, 1), bos_id)
-    finished = np.zeros(B, dtype=bool)
-    for t in range(max_len):
-        if use_cache:
-            x = embed(prefix[:, -1:], E)  # the newest token, but at position 0
-            for i, L in enumerate(layers):
-                inputs[i] = x if inputs[i] is None else np.concatenate([inputs[i], x], axis=1)
-                x = layer_norm(x + multi_head_attention(x, inputs[i], inputs[i], L["self_attn"],
-                                                        num_heads)[0], **L["norm1"])
-                x = layer_norm(x + multi_head_attention(x, memory, memory, L["cross_attn"],
-                                                        num_heads, real)[0], **L["norm2"])
-                x = layer_norm(x + position_wise_ffn(x, L["ffn"]), **L["norm3"])
-            last = x[:, 0]
-        else:
-            last = decoder(prefix, memory, params, num_heads, src_mask)[:, -1]
-        token = np.where(finished, eos_id, np.argmax(last @ E.T, axis=-1))
-        prefix = np.concatenate([prefix, token[:, None]], axis=1)
-        finished |= token == eos_id
-        if finished.all():
-            break
-    return prefix[:, 1:]
-
-
-def cache_kv_from_embedding(src_tokens, params, num_heads, bos_id, eos_id, max_len,
-                            src_mask=None, use_cache=False):
-    E = params["embedding"]
-    memory = encoder(src_tokens, params, num_heads, src_mask)
-    real = None if src_mask is None else src_mask[:, None, None, :]
-    B = len(src_tokens)
-    layers = params["decoder_layers"]
-    keys, values = [None] * len(layers), [None] * len(layers)
-    prefix = np.full((B, 1), bos_id)
-    finished = np.zeros(B, dtype=bool)
-    for t in range(max_len):
-        if use_cache:
-            x = embed(prefix, E)[:, -1:]
-            for i, L in enumerate(layers):  # every layer's keys and values from the embedding
-                a = L["self_attn"]
-                k = split_heads(embed(prefix, E)[:, -1:] @ a["W_k"] + a["b_k"], num_heads)
-                v = split_heads(embed(prefix, E)[:, -1:] @ a["W_v"] + a["b_v"], num_heads)
-                keys[i] = k if keys[i] is None else np.concatenate([keys[i], k], axis=2)
-                values[i] = v if values[i] is None else np.concatenate([values[i], v], axis=2)
-                q = split_heads(x @ a["W_q"] + a["b_q"], num_heads)
-                context, _ = scaled_dot_product_attention(q, keys[i], values[i])
-                x = layer_norm(x + merge_heads(context) @ a["W_o"] + a["b_o"], **L["norm1"])
-                x = layer_norm(x + multi_head_attention(x, memory, memory, L["cross_attn"],
-                                                        num_heads, real)[0], **L["norm2"])
-                x = layer_norm(x + position_wise_ffn(x, L["ffn"]), **L["norm3"])
-            last = x[:, 0]
-        else:
-            last = decoder(prefix, memory, params, num_heads, src_mask)[:, -1]
-        token = np.where(finished, eos_id, np.argmax(last @ E.T, axis=-1))
-        prefix = np.concatenate([prefix, token[:, None]], axis=1)
-        finished |= token == eos_id
-        if finished.all():
-            break
-    return prefix[:, 1:]
-
-
-def cache_ignores_src_mask(src_tokens, params, num_heads, bos_id, eos_id, max_len,
-                           src_mask=None, use_cache=False):
-    E = params["embedding"]
-    memory = encoder(src_tokens, params, num_heads, src_mask)
-    B = len(src_tokens)
-    layers = params["decoder_layers"]
-    inputs = [None] * len(layers)  # each layer's inputs so far
-    prefix = np.full((B, 1), bos_id)
-    finished = np.zeros(B, dtype=bool)
-    for t in range(max_len):
-        if use_cache:
-            x = embed(prefix, E)[:, -1:]
-            for i, L in enumerate(layers):
-                inputs[i] = x if inputs[i] is None else np.concatenate([inputs[i], x], axis=1)
-                x = layer_norm(x + multi_head_attention(x, inputs[i], inputs[i], L["self_attn"],
-                                                        num_heads)[0], **L["norm1"])
-                x = layer_norm(x + multi_head_attention(x, memory, memory, L["cross_attn"],
-                                                        num_heads)[0], **L["norm2"])
-                x = layer_norm(x + position_wise_ffn(x, L["ffn"]), **L["norm3"])
-            last = x[:, 0]
-        else:
-            last = decoder(prefix, memory, params, num_heads, src_mask)[:, -1]
-        token = np.where(finished, eos_id, np.argmax(last @ E.T, axis=-1))
-        prefix = np.concatenate([prefix, token[:, None]], axis=1)
-        finished |= token == eos_id
-        if finished.all():
-            break
-    return prefix[:, 1:]
-
-
-def cache_recomputes_prefix(src_tokens, params, num_heads, bos_id, eos_id, max_len,
-                            src_mask=None, use_cache=False):
-    # use_cache is accepted and ignored: every step recomputes the whole prefix
-    memory = encoder(src_tokens, params, num_heads, src_mask)
-    B = len(src_tokens)
-    prefix = np.full((B, 1), bos_id)
-    finished = np.zeros(B, dtype=bool)
-    for _ in range(max_len):
-        logits = decoder(prefix, memory, params, num_heads, src_mask)[:, -1] @ params["embedding"].T
-        token = np.where(finished, eos_id, logits.argmax(axis=-1))
-        prefix = np.concatenate([prefix, token[:, None]], axis=1)
-        finished |= token == eos_id
-        if finished.all():
-            break
-    return prefix[:, 1:]
 
 
 def cache_not_supported(src_tokens, params, num_heads, bos_id, eos_id, max_len, src_mask=None):
@@ -679,17 +688,61 @@ def cache_not_supported(src_tokens, params, num_heads, bos_id, eos_id, max_len, 
     return prefix[:, 1:]
 
 
+def cache_never_grows(src_tokens, params, num_heads, bos_id, eos_id, max_len, src_mask=None,
+                      use_cache=False):
+    # with the cache, every step starts again from the first cache: the past is lost
+    memory = encoder(src_tokens, params, num_heads, src_mask)
+    B = len(src_tokens)
+    first = init_decoder_cache(memory, params, num_heads, src_mask)
+    prefix = np.full((B, 1), bos_id)
+    finished = np.zeros(B, dtype=bool)
+    for _ in range(max_len):
+        if use_cache:
+            last, _ = decoder_step(prefix[:, -1], first, params, num_heads)
+        else:
+            last = decoder(prefix, memory, params, num_heads, src_mask)[:, -1]
+        token = np.where(finished, eos_id, np.argmax(last @ params["embedding"].T, axis=-1))
+        prefix = np.concatenate([prefix, token[:, None]], axis=1)
+        finished |= token == eos_id
+        if finished.all():
+            break
+    return prefix[:, 1:]
+
+
+def cache_without_src_mask(src_tokens, params, num_heads, bos_id, eos_id, max_len, src_mask=None,
+                           use_cache=False):
+    # the cache is made without the source mask
+    memory = encoder(src_tokens, params, num_heads, src_mask)
+    B = len(src_tokens)
+    cache = init_decoder_cache(memory, params, num_heads)
+    prefix = np.full((B, 1), bos_id)
+    finished = np.zeros(B, dtype=bool)
+    for _ in range(max_len):
+        if use_cache:
+            last, cache = decoder_step(prefix[:, -1], cache, params, num_heads)
+        else:
+            last = decoder(prefix, memory, params, num_heads, src_mask)[:, -1]
+        token = np.where(finished, eos_id, np.argmax(last @ params["embedding"].T, axis=-1))
+        prefix = np.concatenate([prefix, token[:, None]], axis=1)
+        finished |= token == eos_id
+        if finished.all():
+            break
+    return prefix[:, 1:]
+
+
 # task -> the hidden checks (in autograder/checks/transformer_decoder.py) that grade it
 CHECKS_OF_TASK = {
     "decoder_layer": ["check_decoder_layer"],
     "decoder": ["check_decoder"],
     "transformer_logits": ["check_transformer_logits"],
     "greedy_decode": ["check_greedy_decode", "check_greedy_decode_cache"],
+    "init_decoder_cache": ["check_init_decoder_cache"],
+    "decoder_step": ["check_decoder_step"],
 }
 
-_LAYER, _DEC, _LOG, _GREEDY, _CACHE = ("check_decoder_layer", "check_decoder",
-                                       "check_transformer_logits", "check_greedy_decode",
-                                       "check_greedy_decode_cache")
+_LAYER, _DEC, _LOG, _GREEDY, _CACHE, _INIT, _STEP = (
+    "check_decoder_layer", "check_decoder", "check_transformer_logits", "check_greedy_decode",
+    "check_greedy_decode_cache", "check_init_decoder_cache", "check_decoder_step")
 
 # name -> (task it replaces, wrong implementation, check that must reject it,
 #          words the check's message must contain)
@@ -762,20 +815,38 @@ MISTAKES = {
                                 "src_mask is not passed on"),
     "greedy-returns-logits": ("greedy_decode", greedy_returns_logits, _GREEDY, "not logits"),
     "greedy-float-tokens": ("greedy_decode", greedy_float_tokens, _GREEDY, "integer array"),
-    "cache-forgets-past": ("greedy_decode", cache_forgets_past, _CACHE, "forgets the past"),
-    "cache-position-zero": ("greedy_decode", cache_position_zero, _CACHE, "position 0"),
-    "cache-kv-from-embedding": ("greedy_decode", cache_kv_from_embedding, _CACHE,
-                                "computed from the embedded tokens"),
-    "cache-ignores-src-mask": ("greedy_decode", cache_ignores_src_mask, _CACHE,
-                               "ignores src_mask"),
-    "cache-recomputes-prefix": ("greedy_decode", cache_recomputes_prefix, _CACHE,
-                                "recomputing the whole prefix"),
+    "init-swaps-keys-and-values": ("init_decoder_cache", init_swaps_keys_and_values, _INIT,
+                                   "are swapped"),
+    "init-from-self-attention": ("init_decoder_cache", init_from_self_attention, _INIT,
+                                 "self-attention's parameters"),
+    "init-not-split-into-heads": ("init_decoder_cache", init_not_split_into_heads, _INIT,
+                                  "split it into heads"),
+    "init-drops-src-mask": ("init_decoder_cache", init_drops_src_mask, _INIT,
+                            "src_mask is None"),
+    "init-one-layer": ("init_decoder_cache", init_one_layer, _INIT, "one dict per layer"),
+    "step-forgets-past": ("decoder_step", step_forgets_past, _STEP, "attends only to itself"),
+    "step-position-zero": ("decoder_step", step_position_zero, _STEP, "position 0"),
+    "step-position-after": ("decoder_step", step_position_after, _STEP, "position t + 1"),
+    "step-unscaled-embedding": ("decoder_step", step_unscaled_embedding, _STEP,
+                                "without the factor √d_model"),
+    "step-kv-from-embedding": ("decoder_step", step_kv_from_embedding, _STEP,
+                               "computed from the embedded token"),
+    "step-ignores-src-mask": ("decoder_step", step_ignores_src_mask, _STEP,
+                              "ignores the cache's src_mask"),
+    "step-mutates-cache": ("decoder_step", step_mutates_cache, _STEP, "modified its input"),
+    "step-returns-output-only": ("decoder_step", step_returns_output_only, _STEP,
+                                 "should return a pair (output, cache)"),
+    "step-recomputes-prefix": ("decoder_step", step_recomputes_prefix, _STEP, "is not a cache"),
     "cache-not-supported": ("greedy_decode", cache_not_supported, _CACHE,
                             "unexpected keyword argument 'use_cache'"),
+    "cache-never-grows": ("greedy_decode", cache_never_grows, _CACHE,
+                          "differ from greedy decoding"),
+    "cache-without-src-mask": ("greedy_decode", cache_without_src_mask, _CACHE,
+                               "differ from greedy decoding"),
 }
 
 # Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
 # (A decoder_layer that raises, like decoder-cross-attends-own-states, fails every later task's
 # visible checks too, which call it: it is graded here by the hidden checks only.)
 GRADED_MISTAKES = ["decoder-no-residual-cross", "decoder-pre-ln", "decoder-causal-mask-upper",
-                   "logits-probabilities", "greedy-no-eos-padding", "cache-forgets-past"]
+                   "logits-probabilities", "greedy-no-eos-padding", "step-forgets-past"]
