@@ -59,6 +59,8 @@ SECTIONS = {
                         "test_layer_norm_backward": "backpropagation-layers",
                         "test_cross_entropy": "backpropagation-cross-entropy",
                         "test_multi_head_attention_backward": "backpropagation-layers"},
+    "training": {"test_noam_learning_rate": "training-adam", "test_adam_step": "training-adam",
+                 "test_train": "training-loop"},
 }
 
 HEADING = re.compile(r"^#{2,4}\s+(?:\d+[a-z]?\.\s+)?(?P<title>.+?)(?:\s*\([^()]*\bpoints?\b[^()]*\))?\s*$",
