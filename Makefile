@@ -13,6 +13,10 @@ export PATH := $(BIN):$(PATH)
 # a sandbox while it is graded; chromium is the browser of the website's tests.
 DEBIAN_PACKAGES := bubblewrap chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+# npm installs axe-core, the accessibility engine of the website's tests
+# (tests/book/package.json); Debian's npm only where Node.js brought none.
+DEBIAN_PACKAGES += $(if $(shell command -v npm),,npm)
+AXE := tests/book/node_modules/axe-core/axe.min.js
 
 .PHONY: book test release clean debian-packages
 
@@ -20,7 +24,7 @@ book: $(VENV)/installed
 	jupyter-book build . --warningiserror --nitpick --keep-going
 	@echo "The website is in _build/html: open $(CURDIR)/_build/html/index.html"
 
-test: $(VENV)/installed
+test: $(VENV)/installed $(AXE)
 	python -m pytest
 
 release: $(VENV)/installed
@@ -29,6 +33,11 @@ release: $(VENV)/installed
 $(VENV)/installed: requirements.txt pyproject.toml | debian-packages
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --requirement requirements.txt
+	touch $@
+
+# The exact axe-core of tests/book/package-lock.json.
+$(AXE): tests/book/package.json tests/book/package-lock.json | debian-packages
+	npm ci --prefix tests/book --no-audit --no-fund
 	touch $@
 
 # Installs the DEBIAN_PACKAGES that are missing; a no-op when none is.

@@ -1,0 +1,134 @@
+"""The website for readers who use assistive technology (WCAG 2.1 AA): axe-core
+finds no serious or critical violation on any page, in the light and the dark
+theme; the math is readable by screen readers; a chapter's exercise notebook
+can be reached and downloaded with the keyboard alone, with the focus visible;
+the figures' colours can be told apart by colour-blind readers."""
+
+import re
+
+import nbformat
+import pytest
+
+from autograder import course
+from tests.book.test_browser import visit
+from tests.book.toc import pages
+
+AXE = course.ROOT / "tests" / "book" / "node_modules" / "axe-core" / "axe.min.js"
+WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+FAILING_IMPACTS = {"serious", "critical"}
+
+RUN_AXE = """async tags => {
+    const results = await axe.run(document, {runOnly: {type: "tag", values: tags},
+                                             resultTypes: ["violations"]});
+    return results.violations.map(v => ({rule: v.id, impact: v.impact, help: v.help,
+                                         targets: v.nodes.map(node => node.target.join(" "))}));
+}"""
+
+
+def axe_violations(page):
+    """axe-core's serious and critical WCAG 2.0/2.1 A and AA violations on `page`."""
+    assert AXE.is_file(), f"{AXE} is missing: `make test` installs it (npm ci --prefix tests/book)"
+    page.add_script_tag(path=AXE)
+    return [v for v in page.evaluate(RUN_AXE, WCAG_AA) if v["impact"] in FAILING_IMPACTS]
+
+
+def report(violations, where):
+    lines = [f"{v['rule']} ({v['impact']}) on {where}: {v['help']}; "
+             + ", ".join(v["targets"][:5]) + (" ..." if len(v["targets"]) > 5 else "")
+             for v in violations]
+    return "accessibility violations:\n" + "\n".join(lines)
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@pytest.mark.parametrize("name", pages())
+def test_page_has_no_serious_accessibility_violation(name, theme, browser, site_url):
+    seen = visit(browser, site_url, f"book/{name}.html", color_scheme=theme)
+    try:
+        assert seen.page.evaluate("document.documentElement.dataset.theme") == theme
+        violations = axe_violations(seen.page)
+    finally:
+        seen.page.close()
+    assert violations == [], report(violations, f"book/{name}.html ({theme} theme)")
+
+
+def test_axe_reports_what_it_should(browser, site_url):
+    """The check can fail: a page given an image without alt text and a
+    low-contrast paragraph fails it, with the rules named."""
+    seen = visit(browser, site_url, "book/intro.html")
+    try:
+        seen.page.evaluate("""() => {
+            const article = document.querySelector("article");
+            article.insertAdjacentHTML("afterbegin",
+                '<img src="data:image/gif;base64,R0lGODlhAQABAAAAACw=">'
+                + '<p style="color: #bbb; background: #fff">faint text</p>');
+        }""")
+        rules = {v["rule"] for v in axe_violations(seen.page)}
+    finally:
+        seen.page.close()
+    assert {"image-alt", "color-contrast"} <= rules, rules
+
+
+def test_math_is_readable_by_screen_readers(browser, site_url):
+    """MathJax adds MathML beside each typeset formula, which screen readers read."""
+    seen = visit(browser, site_url, "book/scaled_dot_product.html")
+    try:
+        containers = seen.page.locator("mjx-container").count()
+        assistive = seen.page.locator("mjx-container mjx-assistive-mml > math").count()
+        sqrt = seen.page.locator("mjx-assistive-mml msqrt").count()
+    finally:
+        seen.page.close()
+    assert containers > 10 and assistive == containers and sqrt > 0, (containers, assistive, sqrt)
+
+
+FOCUSED = """() => {
+    const element = document.activeElement;
+    const style = getComputedStyle(element);
+    return {classes: Array.from(element.classList), text: element.textContent.trim(),
+            outline: style.outlineStyle !== "none" && parseFloat(style.outlineWidth) > 0,
+            shadow: style.boxShadow !== "none"};
+}"""
+
+
+@pytest.mark.parametrize("slug", course.assignments()[:1])
+def test_keyboard_alone_reaches_and_downloads_the_exercise(slug, browser, site_url):
+    """From the top of a chapter, Tab reaches the exercise button, every
+    focused element is visibly marked, and Enter downloads the notebook."""
+    seen = visit(browser, site_url, f"book/{slug}.html")
+    page = seen.page
+    try:
+        path = []
+        for _ in range(400):
+            page.keyboard.press("Tab")
+            focused = page.evaluate(FOCUSED)
+            path.append(focused)
+            if "exercise-download" in focused["classes"]:
+                break
+        else:
+            pytest.fail(f"Tab never reaches the exercise button of {slug}: {[f['text'][:30] for f in path[-10:]]}")
+        invisible = [f["text"][:40] or f["classes"] for f in path if not (f["outline"] or f["shadow"])]
+        assert invisible == [], f"focus not visible on {invisible}"
+        with page.expect_download() as download:
+            page.keyboard.press("Enter")
+        assert download.value.suggested_filename == f"{slug}.ipynb"
+        got = nbformat.read(download.value.path(), as_version=4)
+    finally:
+        page.close()
+    assert got == nbformat.read(course.EXERCISES / f"{slug}.ipynb", as_version=4)
+
+
+CODE_CELL = re.compile(r"^```\{code-cell\}.*?$(.*?)^```$", re.S | re.M)
+# Colour maps that colour-blind readers read (perceptually uniform, or grey);
+# the diverging RdBu only with a colour bar or the values written in the cells.
+READABLE_MAPS = {"viridis", "cividis", "Greys", "RdBu_r"}
+
+
+def test_figures_use_colours_that_colour_blind_readers_tell_apart():
+    for chapter in sorted((course.ROOT / "book").glob("*.md")):
+        text = chapter.read_text(encoding="utf-8")
+        if "matplotlib" in text:
+            assert 'plt.style.use("tableau-colorblind10")' in text, f"{chapter.name}: default colour cycle"
+        for cell in CODE_CELL.findall(text):
+            for cmap in re.findall(r"cmap=\"([^\"]+)\"", cell):
+                assert cmap in READABLE_MAPS, f"{chapter.name}: colour map {cmap}"
+                if cmap != "Greys":
+                    assert "colorbar(" in cell or "ax.text(" in cell, f"{chapter.name}: {cmap} without values"
