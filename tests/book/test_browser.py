@@ -50,11 +50,10 @@ class Visit:
     failed: list = field(default_factory=list)      # requests of the site that failed
 
 
-def visit(browser, site_url, path, block=None, color_scheme="light"):
-    """Open `path` of the site, as a reader whose system prefers `color_scheme`.
-    Requests that would leave it are refused and recorded; those whose URL
-    contains `block` are refused too."""
-    page = browser.new_page(viewport={"width": 1280, "height": 900}, color_scheme=color_scheme)
+def visit(browser, site_url, path, block=None):
+    """Open `path` of the site. Requests that would leave it are refused and
+    recorded; those whose URL contains `block` are refused too."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
     seen = Visit(page)
     page.on("console", lambda message: message.type == "error" and seen.errors.append(message.text))
     page.on("pageerror", lambda error: seen.errors.append(str(error)))
