@@ -1,5 +1,6 @@
-"""Two fixes to the HTML of the chapters' bodies, for screen readers (WCAG 2.1
-AA; tests/book/test_accessibility.py runs axe-core on every page):
+"""Two fixes to the HTML of the pages' bodies, for readers who use assistive
+technology (WCAG 2.1 AA; tests/book/test_accessibility.py runs axe-core on
+every page):
 
 - myst-nb names the summary of a folded cell "Toggle hidden content", which
   is not its visible text ("Show code cell source"): a reader who says what

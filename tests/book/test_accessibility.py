@@ -129,8 +129,9 @@ def test_keyboard_alone_reaches_and_downloads_the_exercise(slug, browser, site_u
 
 
 CODE_CELL = re.compile(r"^```\{code-cell\}.*?$(.*?)^```$", re.S | re.M)
-# Colour maps that colour-blind readers read (perceptually uniform, or grey);
-# the diverging RdBu only with a colour bar or the values written in the cells.
+# Colour maps that colour-blind readers read: perceptually uniform, grey, or
+# the diverging RdBu; each with a colour bar or the values written in the
+# cells, except grey (masks, whose caption says what dark means).
 READABLE_MAPS = {"viridis", "cividis", "Greys", "RdBu_r"}
 
 
