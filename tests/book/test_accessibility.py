@@ -5,8 +5,10 @@ can be reached and downloaded with the keyboard alone, with the focus visible;
 the figures' colours can be told apart by colour-blind readers."""
 
 import re
+from pathlib import Path
 
 import nbformat
+import pydata_sphinx_theme
 import pytest
 
 from autograder import course
@@ -151,3 +153,24 @@ def test_figures_use_colours_that_colour_blind_readers_tell_apart():
                 assert cmap in READABLE_MAPS, f"{chapter.name}: colour map {cmap}"
                 if cmap != "Greys":
                     assert "colorbar(" in cell or "ax.text(" in cell, f"{chapter.name}: {cmap} without values"
+
+
+# What book/_templates removes from pydata-sphinx-theme's templates of the same name.
+REMOVED_FROM_THEME = {
+    "search-button-field.html": r""" aria-label="\{\{ _\('Search'\) \}\}\"""",
+    "theme-switcher.html": r"""\s+title="\{\{ _\('(Light|Dark|System Settings)'\) \}\}\"""",
+}
+
+
+def test_the_overridden_theme_templates_differ_from_the_theme_only_there():
+    """So that an upgrade of the theme that changes them fails here, not silently."""
+    components = Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "components"
+
+    def markup(text):
+        return " ".join(re.sub(r"\{#.*?#\}", "", text, flags=re.S).split())
+
+    for name, removed in REMOVED_FROM_THEME.items():
+        theme = (components / name).read_text(encoding="utf-8")
+        ours = (course.ROOT / "book" / "_templates" / name).read_text(encoding="utf-8")
+        assert re.search(removed, theme), f"{name}: the theme no longer has what we remove"
+        assert markup(ours) == markup(re.sub(removed, "", theme)), name
