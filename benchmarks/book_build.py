@@ -1,5 +1,7 @@
 """Time the website's build: from clean, again with nothing changed, and after
 a change to solutions/, which must re-execute the chapters that import it.
+Each build ends with the book's PDF (book/_ext/book_pdf.py), whose own time
+is printed apart.
 
     .venv/bin/python benchmarks/book_build.py [--changed solutions/positional_encoding.py]
 
@@ -23,10 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 JUPYTER_BOOK = str(Path(sys.executable).parent / "jupyter-book")
 EXECUTED = re.compile(r"^(\S+): executed in", re.M)
+PDF = re.compile(r"PDF built in ([\d.]+) s")
 
 
 def build(out):
-    """Build the book into `out`; return (wall s, CPU s, chapters executed)."""
+    """Build the book into `out`; return (wall s, CPU s, chapters executed, PDF step s)."""
     env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]}
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -38,12 +41,14 @@ def build(out):
     if result.returncode:
         sys.exit(result.stdout[-3000:] + result.stderr[-3000:])
     cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
-    return wall, cpu, EXECUTED.findall(result.stdout + result.stderr)
+    log = result.stdout + result.stderr
+    return wall, cpu, EXECUTED.findall(log), float(PDF.search(log).group(1))
 
 
-def report(name, wall, cpu, executed):
+def report(name, wall, cpu, executed, pdf):
     chapters = ", ".join(chapter.removeprefix("book/") for chapter in executed) or "none"
-    print(f"{name:<28} {wall:6.1f} s wall {cpu:6.1f} s CPU   executed: {chapters}", flush=True)
+    print(f"{name:<28} {wall:6.1f} s wall {cpu:6.1f} s CPU (PDF step {pdf:5.1f} s wall)   executed: {chapters}",
+          flush=True)
 
 
 def main():

@@ -1,0 +1,120 @@
+"""The book as one PDF, built with the website and offered on it.
+
+When the website has been built (Sphinx's HTML builder), the same book is
+built again with jupyter-book's ``pdflatex`` builder (Sphinx's LaTeX builder,
+then latexmk with the engine set in ``_config.yml``: XeLaTeX) into the
+``latex`` folder beside ``html``. That build reads the chapters' outputs from
+the jupyter cache that the website's build has just filled: nothing is
+executed twice. The PDF, named after ``latex_documents`` (``_config.yml``), is
+copied to ``<build>/pdf/`` and into the website's root, where every page's download menu and the ``book-pdf`` role
+(on the introduction) link to it.
+
+In the PDF, the code cells that the website folds (``hide-input``,
+``hide-cell``: the code that draws the figures, the set-up) are left out;
+their outputs, the figures, stay.
+"""
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from docutils import nodes
+from sphinx.errors import ExtensionError
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxRole
+
+logger = logging.getLogger(__name__)
+JUPYTER_BOOK = str(Path(sys.executable).parent / "jupyter-book")
+
+
+def pdf_name(config):
+    """The PDF's file name: latexmk names it after the .tex file."""
+    return Path(config.latex_documents[0][1]).with_suffix(".pdf").name
+
+
+class BookPdfLink(SphinxRole):
+    """:book-pdf:`text`, a link to the book's PDF from the page it is on."""
+
+    def run(self):
+        url = "../" * self.env.docname.count("/") + pdf_name(self.config)
+        return [nodes.reference(self.rawtext, self.text, refuri=url, classes=["book-pdf-download"])], []
+
+
+def leave_folded_code_out(app, doctree, docname):
+    """In the PDF, drop the input of the cells folded on the website."""
+    if app.builder.format != "latex":
+        return
+    for cell in list(doctree.findall(nodes.container)):
+        classes = cell.get("classes", [])
+        if "tag_hide-cell" in classes and "cell" in classes:
+            cell.parent.remove(cell) if not _has_output(cell) else _drop_input(cell)
+        elif "tag_hide-input" in classes and "cell" in classes:
+            _drop_input(cell)
+
+
+def _has_output(cell):
+    return any("cell_output" in child.get("classes", []) for child in cell.children
+               if isinstance(child, nodes.Element))
+
+
+def _drop_input(cell):
+    for child in list(cell.children):
+        if isinstance(child, nodes.Element) and "cell_input" in child.get("classes", []):
+            cell.remove(child)
+
+
+def add_to_download_menu(app, pagename, templatename, context, doctree):
+    """Offer the book's PDF in every page's download menu."""
+    menu = next((button for button in context.get("header_buttons", [])
+                 if button.get("label") == "download-buttons"), None)
+    if menu is None:
+        return
+    menu["buttons"].append({
+        "type": "link",
+        "url": context["pathto"](pdf_name(app.config), 1),
+        "text": "course .pdf",
+        "tooltip": "Download the whole course as one PDF",
+        "icon": "fas fa-book",
+        "label": "download-book-pdf-button",
+    })
+
+
+def build_pdf(app, exception):
+    """After the website, build the PDF from the same sources and cache."""
+    if exception is not None or app.builder.name != "html":
+        return
+    html = Path(app.outdir)
+    path_output = html.parent.parent  # jupyter-book builds into <path_output>/_build/html
+    command = [JUPYTER_BOOK, "build", str(app.srcdir), "--path-output", str(path_output),
+               "--builder", "pdflatex"]
+    if app.warningiserror:
+        command.append("--warningiserror")
+    if app.config.nitpicky:
+        command.append("--nitpick")
+    if app.keep_going:
+        command.append("--keep-going")
+    logger.info("building the PDF (jupyter-book's pdflatex builder)...")
+    start = time.perf_counter()
+    # latexmk stops on errors instead of waiting for an answer on stdin
+    result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    latex = html.parent / "latex"
+    built = latex / pdf_name(app.config)
+    if result.returncode or not built.is_file():
+        raise ExtensionError(f"the PDF build failed (log in {latex}):\n"
+                             + result.stdout[-4000:] + result.stderr[-4000:])
+    target = html.parent / "pdf" / built.name
+    target.parent.mkdir(exist_ok=True)
+    shutil.copyfile(built, target)
+    shutil.copyfile(built, html / built.name)
+    logger.info(f"PDF built in {elapsed:.1f} s: {target}")
+
+
+def setup(app):
+    app.add_role("book-pdf", BookPdfLink())
+    app.connect("doctree-resolved", leave_folded_code_out)
+    app.connect("html-page-context", add_to_download_menu, priority=502)
+    app.connect("build-finished", build_pdf)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
