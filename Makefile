@@ -11,10 +11,12 @@ BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
 # Debian packages the course needs: bubblewrap runs each student's notebook in
 # a sandbox while it is graded; chromium is the browser of the website's tests;
-# TeX Live's XeLaTeX, latexmk, xindy and the FreeFont fonts typeset the book's
-# PDF (Sphinx's LaTeX builder); poppler-utils and qpdf read it back in the tests.
+# TeX Live's XeLaTeX, latexmk, xindy and the FreeFont and DejaVu fonts typeset
+# the book's PDF (Sphinx's LaTeX builder); poppler-utils and qpdf read it back
+# in the tests.
 DEBIAN_PACKAGES := bubblewrap chromium texlive-xetex texlive-latex-recommended texlive-latex-extra \
-	texlive-fonts-recommended latexmk xindy fonts-freefont-otf poppler-utils qpdf
+	texlive-fonts-recommended latexmk xindy fonts-freefont-otf fonts-dejavu-core fonts-dejavu-extra \
+	poppler-utils qpdf
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 .PHONY: book test release clean debian-packages

@@ -27,6 +27,7 @@ from sphinx.util.docutils import SphinxRole
 
 logger = logging.getLogger(__name__)
 JUPYTER_BOOK = str(Path(sys.executable).parent / "jupyter-book")
+LATEX_FILES = Path(__file__).parent / "latex"
 
 
 def pdf_name(config):
@@ -112,7 +113,14 @@ def build_pdf(app, exception):
     logger.info(f"PDF built in {elapsed:.1f} s: {target}")
 
 
+def add_latex_files(app, config):
+    """LaTeX packages of our own (latex/*.sty), for the LaTeX build."""
+    config.latex_additional_files = [*config.latex_additional_files,
+                                     *map(str, sorted(LATEX_FILES.glob("*.sty")))]
+
+
 def setup(app):
+    app.connect("config-inited", add_latex_files)
     app.add_role("book-pdf", BookPdfLink())
     app.connect("doctree-resolved", leave_folded_code_out)
     app.connect("html-page-context", add_to_download_menu, priority=502)
