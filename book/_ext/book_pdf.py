@@ -11,7 +11,8 @@ copied to ``<build>/pdf/`` and into the website's root, where every page's downl
 
 In the PDF, the code cells that the website folds (``hide-input``,
 ``hide-cell``: the code that draws the figures, the set-up) are left out;
-their outputs, the figures, stay.
+their outputs, the figures, stay. Setting ``book_pdf: false`` (Sphinx
+configuration) builds the website alone.
 """
 
 import shutil
@@ -84,7 +85,7 @@ def add_to_download_menu(app, pagename, templatename, context, doctree):
 
 def build_pdf(app, exception):
     """After the website, build the PDF from the same sources and cache."""
-    if exception is not None or app.builder.name != "html":
+    if exception is not None or app.builder.name != "html" or not app.config.book_pdf:
         return
     html = Path(app.outdir)
     path_output = html.parent.parent  # jupyter-book builds into <path_output>/_build/html
@@ -120,6 +121,7 @@ def add_latex_files(app, config):
 
 
 def setup(app):
+    app.add_config_value("book_pdf", True, "", bool)  # False: the website only
     app.connect("config-inited", add_latex_files)
     app.add_role("book-pdf", BookPdfLink())
     app.connect("doctree-resolved", leave_folded_code_out)

@@ -148,7 +148,9 @@ def test_sphinx_link_check_passes(site):
 def mini_book(root, code):
     """A book of one chapter, `code` in one cell, with the course's configuration."""
     (root / "book").mkdir(parents=True)
-    shutil.copy(course.ROOT / "_config.yml", root / "_config.yml")
+    config = yaml.safe_load((course.ROOT / "_config.yml").read_text())
+    config["sphinx"]["config"]["book_pdf"] = False  # the website alone: tests/book/test_pdf.py checks the PDF
+    (root / "_config.yml").write_text(yaml.safe_dump(config))
     shutil.copy(course.ROOT / "book" / "references.bib", root / "book" / "references.bib")
     shutil.copytree(course.ROOT / "book" / "_ext", root / "book" / "_ext")
     (root / "_toc.yml").write_text("format: jb-book\nroot: chapter\n")
