@@ -6,13 +6,13 @@ then latexmk with the engine set in ``_config.yml``: XeLaTeX) into the
 ``latex`` folder beside ``html``. That build reads the chapters' outputs from
 the jupyter cache that the website's build has just filled: nothing is
 executed twice. The PDF, named after ``latex_documents`` (``_config.yml``), is
-copied to ``<build>/pdf/`` and into the website's root, where every page's download menu and the ``book-pdf`` role
-(on the introduction) link to it.
+copied to ``<build>/pdf/`` and into the website's root, where every page's
+download menu and the ``book-pdf`` role (on the introduction) link to it.
 
-In the PDF, the code cells that the website folds (``hide-input``,
-``hide-cell``: the code that draws the figures, the set-up) are left out;
-their outputs, the figures, stay. Setting ``book_pdf: false`` (Sphinx
-configuration) builds the website alone.
+In the PDF, jupyter-book's LaTeX extension (sphinx-jupyterbook-latex) leaves
+out the code that the website folds (``hide-input``, ``hide-cell``: the code
+that draws the figures, the set-up); the figures stay. Setting ``book_pdf:
+false`` (Sphinx configuration) builds the website alone.
 """
 
 import shutil
@@ -42,29 +42,6 @@ class BookPdfLink(SphinxRole):
     def run(self):
         url = "../" * self.env.docname.count("/") + pdf_name(self.config)
         return [nodes.reference(self.rawtext, self.text, refuri=url, classes=["book-pdf-download"])], []
-
-
-def leave_folded_code_out(app, doctree, docname):
-    """In the PDF, drop the input of the cells folded on the website."""
-    if app.builder.format != "latex":
-        return
-    for cell in list(doctree.findall(nodes.container)):
-        classes = cell.get("classes", [])
-        if "tag_hide-cell" in classes and "cell" in classes:
-            cell.parent.remove(cell) if not _has_output(cell) else _drop_input(cell)
-        elif "tag_hide-input" in classes and "cell" in classes:
-            _drop_input(cell)
-
-
-def _has_output(cell):
-    return any("cell_output" in child.get("classes", []) for child in cell.children
-               if isinstance(child, nodes.Element))
-
-
-def _drop_input(cell):
-    for child in list(cell.children):
-        if isinstance(child, nodes.Element) and "cell_input" in child.get("classes", []):
-            cell.remove(child)
 
 
 def add_to_download_menu(app, pagename, templatename, context, doctree):
@@ -124,7 +101,6 @@ def setup(app):
     app.add_config_value("book_pdf", True, "", bool)  # False: the website only
     app.connect("config-inited", add_latex_files)
     app.add_role("book-pdf", BookPdfLink())
-    app.connect("doctree-resolved", leave_folded_code_out)
     app.connect("html-page-context", add_to_download_menu, priority=502)
     app.connect("build-finished", build_pdf)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
