@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from docutils import nodes
+from sphinx import addnodes
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxRole
@@ -42,6 +43,25 @@ class BookPdfLink(SphinxRole):
     def run(self):
         url = "../" * self.env.docname.count("/") + pdf_name(self.config)
         return [nodes.reference(self.rawtext, self.text, refuri=url, classes=["book-pdf-download"])], []
+
+
+# LaTeX numbers every chapter; the website numbers those of the toc's numbered
+# parts only (not Notation and Bibliography): secnumdepth -1 numbers nothing.
+UNNUMBERED = r"\ifdefined\coursesecnumdepth\else\edef\coursesecnumdepth{\arabic{secnumdepth}}\fi" \
+             r"\setcounter{secnumdepth}{-1}"
+NUMBERED = r"\ifdefined\coursesecnumdepth\setcounter{secnumdepth}{\coursesecnumdepth}\fi"
+
+
+def number_parts_as_the_site(app, doctree, docname):
+    """In the PDF, number the chapters of the toc's numbered parts only."""
+    site_map = getattr(app.config, "external_site_map", None)
+    if app.builder.format != "latex" or site_map is None:
+        return
+    numbered = {str(part.items[0]): bool(part.numbered) for part in site_map.root.subtrees if part.items}
+    for start in list(doctree.findall(addnodes.start_of_file)):
+        if start["docname"] in numbered:
+            latex = NUMBERED if numbered[start["docname"]] else UNNUMBERED
+            start.parent.insert(start.parent.index(start), nodes.raw("", latex + "\n", format="latex"))
 
 
 def add_to_download_menu(app, pagename, templatename, context, doctree):
@@ -101,6 +121,7 @@ def setup(app):
     app.add_config_value("book_pdf", True, "", bool)  # False: the website only
     app.connect("config-inited", add_latex_files)
     app.add_role("book-pdf", BookPdfLink())
+    app.connect("doctree-resolved", number_parts_as_the_site)
     app.connect("html-page-context", add_to_download_menu, priority=502)
     app.connect("build-finished", build_pdf)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

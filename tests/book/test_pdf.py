@@ -111,12 +111,15 @@ def chapter_pages(bookmarks):
 
 def test_bookmarks_are_the_table_of_contents_in_order(bookmarks):
     """Every page of the toc is a bookmark, in the order of the toc, each on a
-    page after the previous one; the chapters carry their numbers."""
+    page after the previous one; the chapters of the numbered parts carry
+    their numbers, the others (Notation, Bibliography) none, as on the website."""
     starts = [start for start, _ in chapter_pages(bookmarks).values()]
     assert starts == sorted(set(starts)), f"chapters share pages or are out of order: {bookmarks}"
     top = {title_ for depth, title_, _ in bookmarks if depth <= 1}
     for number, name in enumerate(numbered_chapters(), start=1):
         assert f"{number} {normal(title(name))}" in top, (name, top)
+    for name in set(pages()[1:]) - set(numbered_chapters()):  # unnumbered, as on the website
+        assert normal(title(name)) in top, (name, top)
 
 
 def test_each_chapter_opens_a_page_and_carries_its_number(pdf_pages, bookmarks):
