@@ -15,6 +15,7 @@ that draws the figures, the set-up); the figures stay. Setting ``book_pdf:
 false`` (Sphinx configuration) builds the website alone.
 """
 
+import resource
 import shutil
 import subprocess
 import sys
@@ -80,6 +81,11 @@ def add_to_download_menu(app, pagename, templatename, context, doctree):
     })
 
 
+def cpu_of_children():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def build_pdf(app, exception):
     """After the website, build the PDF from the same sources and cache."""
     if exception is not None or app.builder.name != "html" or not app.config.book_pdf:
@@ -95,10 +101,10 @@ def build_pdf(app, exception):
     if app.keep_going:
         command.append("--keep-going")
     logger.info("building the PDF (jupyter-book's pdflatex builder)...")
-    start = time.perf_counter()
+    start, cpu_before = time.perf_counter(), cpu_of_children()
     # latexmk stops on errors instead of waiting for an answer on stdin
     result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, cpu_of_children() - cpu_before
     latex = html.parent / "latex"
     built = latex / pdf_name(app.config)
     if result.returncode or not built.is_file():
@@ -108,7 +114,7 @@ def build_pdf(app, exception):
     target.parent.mkdir(exist_ok=True)
     shutil.copyfile(built, target)
     shutil.copyfile(built, html / built.name)
-    logger.info(f"PDF built in {elapsed:.1f} s: {target}")
+    logger.info(f"PDF built in {elapsed:.1f} s ({cpu:.1f} s CPU): {target}")
 
 
 def add_latex_files(app, config):
