@@ -43,8 +43,8 @@ def build(out):
         sys.exit(result.stdout[-3000:] + result.stderr[-3000:])
     cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
     log = result.stdout + result.stderr
-    pdf = PDF.search(log)
-    return wall, cpu, EXECUTED.findall(log), float(pdf.group(1)), float(pdf.group(2))
+    pdf = PDF.search(log)  # none when the PDF was up to date
+    return wall, cpu, EXECUTED.findall(log), *(map(float, pdf.groups()) if pdf else (0.0, 0.0))
 
 
 def report(name, wall, cpu, executed, pdf_wall, pdf_cpu):

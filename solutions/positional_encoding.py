@@ -94,5 +94,3 @@ def rotary_embedding(X, positions=None):
 def _check_even(d_model):
     if d_model % 2:
         raise ValueError(f"d_model must be even (features come in sin/cos pairs), got {d_model}")
-
-# A change: the chapters that import this module run again.

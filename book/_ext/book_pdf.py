@@ -15,11 +15,13 @@ that draws the figures, the set-up); the figures stay. Setting ``book_pdf:
 false`` (Sphinx configuration) builds the website alone.
 """
 
+import hashlib
 import resource
 import shutil
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from docutils import nodes
@@ -86,11 +88,58 @@ def cpu_of_children():
     return usage.ru_utime + usage.ru_stime
 
 
+def count_documents_read(app, env, docnames):
+    app.book_pdf_documents_read = len(docnames)
+
+
+def fingerprint(app):
+    """What the PDF depends on that the website's build may leave unread: the
+    LaTeX settings, the toc, these extensions and their LaTeX files. (The
+    chapters, and the code they import, are re-read whenever they change.)"""
+    digest = hashlib.sha256()
+    for name in sorted(app.config.values):
+        if name.startswith(("latex", "jblatex")):
+            digest.update(f"{name}={getattr(app.config, name)!r}\n".encode())
+    site_map = getattr(app.config, "external_site_map", None)
+    digest.update(repr(site_map and site_map.as_json()).encode())
+    for path in sorted(Path(__file__).parent.rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".sty"):
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@contextmanager
+def own_doctrees(build):
+    """jupyter-book keeps the doctrees of every builder in <build>/.doctrees,
+    and an environment saved by another builder makes Sphinx read every
+    document again: the LaTeX build gets a folder of its own, swapped in
+    while it runs, so that neither build re-reads what has not changed."""
+    shared, latex, html = build / ".doctrees", build / ".doctrees-latex", build / ".doctrees-html"
+    shared.rename(html)
+    if latex.is_dir():
+        latex.rename(shared)
+    try:
+        yield
+    finally:
+        if shared.is_dir():
+            shared.rename(latex)
+        html.rename(shared)
+
+
 def build_pdf(app, exception):
-    """After the website, build the PDF from the same sources and cache."""
+    """After the website, build the PDF from the same sources and cache,
+    unless the website's build read no document and nothing else the PDF
+    depends on has changed since the last PDF."""
     if exception is not None or app.builder.name != "html" or not app.config.book_pdf:
         return
     html = Path(app.outdir)
+    target = html.parent / "pdf" / pdf_name(app.config)
+    stamp = target.with_suffix(".sha256")
+    if (getattr(app, "book_pdf_documents_read", None) == 0 and target.is_file() and stamp.is_file()
+            and stamp.read_text() == fingerprint(app)):
+        shutil.copyfile(target, html / target.name)
+        logger.info(f"PDF up to date: {target}")
+        return
     path_output = html.parent.parent  # jupyter-book builds into <path_output>/_build/html
     command = [JUPYTER_BOOK, "build", str(app.srcdir), "--path-output", str(path_output),
                "--builder", "pdflatex"]
@@ -101,19 +150,21 @@ def build_pdf(app, exception):
     if app.keep_going:
         command.append("--keep-going")
     logger.info("building the PDF (jupyter-book's pdflatex builder)...")
+    stamp.unlink(missing_ok=True)
     start, cpu_before = time.perf_counter(), cpu_of_children()
-    # latexmk stops on errors instead of waiting for an answer on stdin
-    result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    with own_doctrees(html.parent):
+        # latexmk stops on errors instead of waiting for an answer on stdin
+        result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     elapsed, cpu = time.perf_counter() - start, cpu_of_children() - cpu_before
     latex = html.parent / "latex"
     built = latex / pdf_name(app.config)
     if result.returncode or not built.is_file():
         raise ExtensionError(f"the PDF build failed (log in {latex}):\n"
                              + result.stdout[-4000:] + result.stderr[-4000:])
-    target = html.parent / "pdf" / built.name
     target.parent.mkdir(exist_ok=True)
     shutil.copyfile(built, target)
-    shutil.copyfile(built, html / built.name)
+    shutil.copyfile(built, html / target.name)
+    stamp.write_text(fingerprint(app))
     logger.info(f"PDF built in {elapsed:.1f} s ({cpu:.1f} s CPU): {target}")
 
 
@@ -129,5 +180,6 @@ def setup(app):
     app.add_role("book-pdf", BookPdfLink())
     app.connect("doctree-resolved", number_parts_as_the_site)
     app.connect("html-page-context", add_to_download_menu, priority=502)
+    app.connect("env-before-read-docs", count_documents_read)
     app.connect("build-finished", build_pdf)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
