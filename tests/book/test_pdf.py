@@ -9,6 +9,7 @@ qpdf (the bookmarks), which `make test` installs."""
 import json
 import re
 import subprocess
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -105,7 +106,7 @@ def chapter_pages(bookmarks):
         matches = [page for title_, page in top if title_.endswith(normal(title(name)))]
         assert matches, f"no bookmark for {title(name)!r} in {[t for t, _ in top]}"
         starts[name] = matches[0]
-    ends = [page - 1 for page in list(starts.values())[1:]] + [None]
+    ends = [page - 1 for page in list(starts.values())[1:]] + [sys.maxsize]  # the last runs to the end
     return {name: (start, end) for (name, start), end in zip(starts.items(), ends)}
 
 
