@@ -145,11 +145,12 @@ def test_sphinx_link_check_passes(site):
     assert links and [link for link in links if link["status"] == "broken"] == []
 
 
-def mini_book(root, code):
-    """A book of one chapter, `code` in one cell, with the course's configuration."""
+def mini_book(root, code, pdf=False):
+    """A book of one chapter, `code` in one cell, with the course's configuration
+    (without the PDF unless `pdf`: tests/book/test_pdf.py checks the course's)."""
     (root / "book").mkdir(parents=True)
     config = yaml.safe_load((course.ROOT / "_config.yml").read_text())
-    config["sphinx"]["config"]["book_pdf"] = False  # the website alone: tests/book/test_pdf.py checks the PDF
+    config["sphinx"]["config"]["book_pdf"] = pdf
     (root / "_config.yml").write_text(yaml.safe_dump(config))
     shutil.copy(course.ROOT / "book" / "references.bib", root / "book" / "references.bib")
     shutil.copytree(course.ROOT / "book" / "_ext", root / "book" / "_ext")

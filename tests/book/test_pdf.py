@@ -18,6 +18,8 @@ import yaml
 from bs4 import BeautifulSoup
 
 from autograder import course
+from tests.book.conftest import BUILD
+from tests.book.test_build import mini_book
 from tests.book.toc import numbered_chapters, pages, title
 
 CONFIG = yaml.safe_load((course.ROOT / "_config.yml").read_text())
@@ -168,3 +170,14 @@ def test_title_and_fonts(pdf):
     assert any("Math" in row[0] for row in rows), fonts
     # columns: name, type (one or two words), encoding, emb, sub, uni, object, ID
     assert all(row[-5] == "yes" for row in rows), fonts
+
+
+def test_a_latex_error_fails_the_build(tmp_path):
+    book = mini_book(tmp_path, "print(1)", pdf=True)
+    with (book / "chapter.md").open("a") as chapter:
+        chapter.write("\n```{raw} latex\n\\UndefinedCommandOfTheTest\n```\n")
+    result = subprocess.run([*BUILD, str(book)], capture_output=True, text=True, timeout=600)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "the PDF build failed" in output, output[-3000:]
+    assert "UndefinedCommandOfTheTest" in output
+    assert not (book / "_build" / "pdf").exists()
