@@ -11,8 +11,14 @@ BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
 # Debian packages the course needs: bubblewrap runs each student's notebook in
 # a sandbox while it is graded; chromium is the browser of the website's tests;
-# slurm-wlm and munge run the single-node Slurm of the cluster-grading test.
-DEBIAN_PACKAGES := bubblewrap chromium slurm-wlm munge
+# slurm-wlm and munge run the single-node Slurm of the cluster-grading test;
+# TeX Live's XeLaTeX, latexmk, xindy and the FreeFont and DejaVu fonts typeset
+# the book's PDF (Sphinx's LaTeX builder); poppler-utils and qpdf read it back
+# in the tests.
+DEBIAN_PACKAGES := bubblewrap chromium slurm-wlm munge \
+	texlive-xetex texlive-latex-recommended texlive-latex-extra \
+	texlive-fonts-recommended latexmk xindy fonts-freefont-otf fonts-dejavu-core fonts-dejavu-extra \
+	poppler-utils qpdf
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # npm installs axe-core, the accessibility engine of the website's tests
 # (tests/book/package.json); Debian's npm only where Node.js brought none.

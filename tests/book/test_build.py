@@ -145,10 +145,13 @@ def test_sphinx_link_check_passes(site):
     assert links and [link for link in links if link["status"] == "broken"] == []
 
 
-def mini_book(root, code):
-    """A book of one chapter, `code` in one cell, with the course's configuration."""
+def mini_book(root, code, pdf=False):
+    """A book of one chapter, `code` in one cell, with the course's configuration
+    (without the PDF unless `pdf`: tests/book/test_pdf.py checks the course's)."""
     (root / "book").mkdir(parents=True)
-    shutil.copy(course.ROOT / "_config.yml", root / "_config.yml")
+    config = yaml.safe_load((course.ROOT / "_config.yml").read_text())
+    config["sphinx"]["config"]["book_pdf"] = pdf
+    (root / "_config.yml").write_text(yaml.safe_dump(config))
     shutil.copy(course.ROOT / "book" / "references.bib", root / "book" / "references.bib")
     for folder in ("_ext", "_static", "_templates"):
         shutil.copytree(course.ROOT / "book" / folder, root / "book" / folder)

@@ -1,5 +1,6 @@
 """The pages of the website, in the order of _toc.yml."""
 
+import re
 from pathlib import Path
 
 import yaml
@@ -19,3 +20,11 @@ def numbered_chapters():
     toc = yaml.safe_load((course.ROOT / "_toc.yml").read_text())
     return [Path(entry["file"]).stem for part in toc["parts"] if part.get("numbered")
             for entry in part["chapters"]]
+
+
+def title(name):
+    """The title of page book/<name>.md: its first level-1 heading, after the front matter."""
+    text = (course.ROOT / "book" / f"{name}.md").read_text(encoding="utf-8")
+    if text.startswith("---"):
+        text = text.split("\n---", 1)[1]
+    return re.search(r"^# (.+)$", text, re.M).group(1).strip()
