@@ -10,8 +10,9 @@ BIN := $(CURDIR)/$(VENV)/bin
 # nbgrader calls `alembic` and Jupyter kernels call `python` from PATH.
 export PATH := $(BIN):$(PATH)
 # Debian packages the course needs: bubblewrap runs each student's notebook in
-# a sandbox while it is graded; chromium is the browser of the website's tests.
-DEBIAN_PACKAGES := bubblewrap chromium
+# a sandbox while it is graded; chromium is the browser of the website's tests;
+# slurm-wlm and munge run the single-node Slurm of the cluster-grading test.
+DEBIAN_PACKAGES := bubblewrap chromium slurm-wlm munge
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 .PHONY: book test release clean debian-packages

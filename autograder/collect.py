@@ -9,7 +9,13 @@
   `timestamp`: of several attempts the latest is graded).
 
 Nothing is followed or extracted outside its place: links, absolute paths,
-`..`, control characters and absurd names are reported and skipped.
+`..`, control characters and absurd names are reported and skipped. A
+notebook that is found but cannot be graded (a link, not a regular file,
+too large) still becomes a Submission, with the `problem` (status, reason)
+that its row in grades.csv gives.
+
+A submission's time, for deadlines, is the `timestamp` of an export's file
+name or the text of `<student_id>/timestamp.txt` (as nbgrader writes it).
 """
 
 import logging
@@ -29,17 +35,34 @@ MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
 MAX_ARCHIVE_BYTES = 4 * 1024 ** 3   # all extracted files together
 MAX_ARCHIVE_FILES = 100_000
 MAX_NAME = 255
+# (status, reason) of notebooks found but never read
+LINK = ("link", "the notebook is a symbolic link (links are not followed)")
+NOT_A_FILE = ("not-a-file", "the notebook is not a regular file (a folder, a pipe or a device)")
+TOO_LARGE = ("too-large", f"the notebook is larger than {MAX_NOTEBOOK_BYTES // 2 ** 20} MB")
 
 
 @dataclass(frozen=True)
 class Submission:
     student_id: str
     assignment: str
-    path: Path
+    path: Path | None           # None: nothing to read (missing, or see `problem`)
+    timestamp: str = ""         # when it was handed in, as the LMS or nbgrader wrote it
+    problem: tuple | None = None  # (status, reason) of a notebook found but not gradable
 
 
-def unpack(path, destination, log):
-    """The folder of submissions: `path` itself, or a zip extracted safely into `destination`."""
+def _problem(path):
+    """(status, reason) if the notebook at `path` must not be read, else None."""
+    if path.is_symlink():
+        return LINK
+    if not path.is_file():
+        return NOT_A_FILE
+    return TOO_LARGE if path.stat().st_size > MAX_NOTEBOOK_BYTES else None
+
+
+def unpack(path, destination, log, refused=None):
+    """The folder of submissions: `path` itself, or a zip extracted safely into `destination`.
+
+    Members not extracted are appended to `refused` as (path parts, status, reason)."""
     if path.is_dir():
         return path
     if not zipfile.is_zipfile(path):
@@ -53,14 +76,18 @@ def unpack(path, destination, log):
         for member in members:
             if member.is_dir():
                 continue
-            problem = _unsafe(member.filename) or (
-                "a link" if stat.S_ISLNK(member.external_attr >> 16) else None) or (
-                f"larger than {MAX_NOTEBOOK_BYTES} bytes" if member.file_size > MAX_NOTEBOOK_BYTES else None)
+            status, problem = "unreadable", _unsafe(member.filename)
+            if problem is None and stat.S_ISLNK(member.external_attr >> 16):
+                status, problem = LINK
+            elif problem is None and member.file_size > MAX_NOTEBOOK_BYTES:
+                status, problem = TOO_LARGE
             total += member.file_size
             if problem is None and total > MAX_ARCHIVE_BYTES:
                 problem = f"the archive unpacks to more than {MAX_ARCHIVE_BYTES} bytes"
             if problem:
                 log(f"skipped {member.filename!r} in {path.name}: {problem}")
+                if refused is not None:
+                    refused.append((PurePosixPath(member.filename).parts, status, problem))
                 continue
             target = destination.joinpath(*PurePosixPath(member.filename).parts)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -88,15 +115,17 @@ def collect(folder, known, log, lms_pattern=LMS_PATTERN):
     batch = []
     lms, attempts = None, {}
     for entry in sorted(folder.iterdir()):
-        if entry.is_symlink():
+        if entry.is_symlink() and entry.suffix == ".ipynb":
+            lms = lms or _lms_plugin(lms_pattern)
+            found = _lms_file(entry, lms, known, log)
+            if found:  # a linked export file: its row says so
+                batch.append(Submission(found[0], found[1], None, found[2], _problem(entry)))
+        elif entry.is_symlink():
             log(f"skipped {entry.name!r}: a link (not followed)")
         elif entry.is_dir():
             batch += _student_folder(entry, known, log)
         elif entry.is_file() and entry.suffix == ".ipynb":
-            if lms is None:  # nbgrader takes seconds to import: only for exports
-                from nbgrader.plugins.zipcollect import FileNameCollectorPlugin
-                lms = FileNameCollectorPlugin(named_regexp=lms_pattern,
-                                              log=logging.getLogger("autograder.collect"))
+            lms = lms or _lms_plugin(lms_pattern)
             found = _lms_file(entry, lms, known, log)
             if found:
                 key = found[:2]
@@ -104,28 +133,62 @@ def collect(folder, known, log, lms_pattern=LMS_PATTERN):
                     attempts[key] = found
         else:
             log(f"skipped {entry.name!r}: neither a student folder nor a notebook")
-    for (student, assignment), (_, _, _, path) in sorted(attempts.items()):
+    for (student, assignment), (_, _, timestamp, path) in sorted(attempts.items()):
         if any(s.student_id == student and s.assignment == assignment for s in batch):
             log(f"skipped {path.name!r}: {student} also has a folder with {assignment}.ipynb")
             continue
-        batch.append(Submission(student, assignment, path))
+        problem = _problem(path)
+        batch.append(Submission(student, assignment, None if problem else path, timestamp, problem))
     return sorted(batch, key=lambda s: (s.student_id, s.assignment))
+
+
+def refused_rows(refused, known, batch):
+    """Submissions for notebooks `<student_id>/<assignment>.ipynb` that `unpack` refused
+    (a link, too large...), so that they get their row; others were reported by `unpack`."""
+    taken = {(s.student_id, s.assignment) for s in batch}
+    rows = []
+    for parts, status, reason in refused:
+        if len(parts) >= 2 and parts[-1].endswith(".ipynb"):
+            student, assignment = parts[-2], parts[-1].removesuffix(".ipynb")
+            if STUDENT_ID.match(student) and assignment in known and (student, assignment) not in taken:
+                taken.add((student, assignment))
+                rows.append(Submission(student, assignment, None, "", (status, reason)))
+    return rows
+
+
+def _lms_plugin(pattern):
+    # nbgrader takes seconds to import: only for exports
+    from nbgrader.plugins.zipcollect import FileNameCollectorPlugin
+    return FileNameCollectorPlugin(named_regexp=pattern, log=logging.getLogger("autograder.collect"))
 
 
 def _student_folder(folder, known, log):
     if not STUDENT_ID.match(folder.name):
         log(f"skipped {folder.name!r}: not a valid student id")
         return []
-    found = []
+    found, timestamp = [], _timestamp(folder / "timestamp.txt")
     for path in sorted(folder.iterdir()):
         assignment = path.stem if path.suffix == ".ipynb" else None
-        if path.is_symlink() or not path.is_file():
+        if path.name == "timestamp.txt":
+            continue
+        if assignment in known:
+            problem = _problem(path)
+            found.append(Submission(folder.name, assignment, None if problem else path, timestamp, problem))
+        elif path.is_symlink() or not path.is_file():
             log(f"skipped {folder.name}/{path.name}: not a plain file (links and folders are not followed)")
-        elif assignment not in known:
-            log(f"skipped {folder.name}/{path.name}: not <assignment>.ipynb for one of {sorted(known)}")
         else:
-            found.append(Submission(folder.name, assignment, path))
+            log(f"skipped {folder.name}/{path.name}: not <assignment>.ipynb for one of {sorted(known)}")
     return found
+
+
+def _timestamp(path):
+    """The text of nbgrader's timestamp.txt ('' if absent, a link or absurdly long)."""
+    try:
+        if path.is_file() and not path.is_symlink() and path.stat().st_size < 1000:
+            return path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        pass
+    return ""
 
 
 def _lms_file(path, lms, known, log):

@@ -28,6 +28,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,17 +36,18 @@ from pathlib import Path
 import nbformat
 
 from . import assignment as assignments_
-from . import report
+from . import deadlines, report, timing
 from .flags import flags
 from .checks import harness
 from .checks.checking import CheckFailed
-from .collect import LMS_PATTERN, MAX_NOTEBOOK_BYTES, Submission, collect, unpack
+from .collect import LMS_PATTERN, MAX_NOTEBOOK_BYTES, Submission, collect, refused_rows, unpack
 from .course import ROOT, assignments
 from .messages import failure_message
 from .sandbox import Limits, Sandbox, SandboxStopped, check_available
 
 # A submission's status: `graded`, or the worst thing that happened to it.
-STATUSES = ["missing", "unreadable", "crashed", "timeout", "resource-limit", "invalid-structure", "graded"]
+STATUSES = ["missing", "link", "not-a-file", "too-large", "unreadable", "crashed", "timeout", "resource-limit",
+            "invalid-structure", "graded"]
 RESTARTS = 2  # times a sandbox that died during the hidden checks is started again
 # Sandboxes run as an ordinary user of their own: BASE_UID + the grading process's id (mod
 # UID_RANGE), so that concurrent workers, and concurrent batches, count their processes apart.
@@ -69,6 +71,8 @@ class Result:
     notes: list = field(default_factory=list)  # what happened, for the instructor and the student
     fingerprint: str = ""
     flags: list = field(default_factory=list)  # what the code does to the grading, for the instructor
+    seconds: dict = field(default_factory=dict)  # where the time went: start, imports, cells, checks
+    submitted_at: str = ""  # as the LMS export or nbgrader's timestamp.txt says ('' if unknown)
 
     @property
     def score(self):
@@ -90,21 +94,25 @@ class Result:
 # -- the batch -------------------------------------------------------------------
 
 def grade(submissions, out, workers=None, shard=None, secret=None, limits=Limits(), log=None,
-          lms_pattern=None):
+          lms_pattern=None, deadline=None):
     """Grade every submission under `submissions` (a folder or a .zip) into `out`.
 
-    `shard` = (i, n) grades only the students of share i of n (1-based).
+    `shard` = (i, n) grades only the students of share i of n (1-based);
+    `deadline` (a deadlines.Policy, or None) is applied to the reports.
     Returns the results of this run; OUT holds those of earlier runs too.
     """
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     check_available()
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    (out / "results").mkdir(parents=True, exist_ok=True)  # even for a shard with no students
     key = _secret_key(Path(secret) if secret else out / "secret.key")
+    deadlines.save(out, deadline)
     version = _grader_version(limits)
     with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
-        folder = unpack(Path(submissions), Path(tmp) / "unpacked", log)
+        refused = []
+        folder = unpack(Path(submissions), Path(tmp) / "unpacked", log, refused)
         found = collect(folder, set(assignments()), log, lms_pattern or LMS_PATTERN)
+        found += refused_rows(refused, set(assignments()), found)
         students = sorted({s.student_id for s in found})
         names = [name for name in assignments() if any(s.assignment == name for s in found)]
         if shard:
@@ -116,6 +124,9 @@ def grade(submissions, out, workers=None, shard=None, secret=None, limits=Limits
                 submission = by_key.get((student, name)) or Submission(student, name, None)
                 fingerprint = _fingerprint(submission, version)
                 earlier = _earlier_result(out, submission, fingerprint)
+                if earlier and earlier.submitted_at != submission.timestamp:  # same notebook, new time
+                    earlier.submitted_at = submission.timestamp
+                    write_atomic(_result_path(out, student, name), earlier.to_json())
                 if earlier:
                     results.append(earlier)
                 else:
@@ -163,16 +174,14 @@ def _grade_or_report(submission, fingerprint, out, key, limits):
 
 def grade_one(submission, fingerprint, out, key, limits=Limits()):
     """Grade one submission; write its result and feedback into `out`; return the result."""
+    if submission.problem:
+        return _not_graded(submission, *submission.problem, out, fingerprint)
     if submission.path is None:
         return _not_graded(submission, "missing", "no notebook was handed in", out, fingerprint)
     try:
-        if submission.path.stat().st_size > MAX_NOTEBOOK_BYTES:
-            raise ValueError(f"larger than {MAX_NOTEBOOK_BYTES} bytes")
-        notebook = nbformat.read(submission.path, as_version=4)
-        nbformat.validate(notebook)
-    except Exception as error:  # invalid JSON, not a notebook, empty, unreadable
-        reason = f"the file is not a valid notebook ({_first_line(error)})"
-        return _not_graded(submission, "unreadable", reason, out, fingerprint)
+        notebook = read_notebook(submission.path)
+    except ValueError as error:
+        return _not_graded(submission, "unreadable", str(error), out, fingerprint)
 
     spec = assignments_.load(submission.assignment)
     cells, problems = assignments_.fit(spec, notebook)
@@ -180,7 +189,9 @@ def grade_one(submission, fingerprint, out, key, limits=Limits()):
     flagged = flags([cell.source for cell in notebook.cells
                      if cell.cell_type == "code" and cell.source not in released])
     code = [(str(i), cell.source) for i, cell in enumerate(cells) if cell.cell_type == "code"]
-    sandbox = Sandbox(code, limits, uid=BASE_UID + os.getpid() % UID_RANGE)
+    timeouts = timing.timeouts(submission.assignment, [(str(i), assignments_.grade_id(cell))
+                                                       for i, cell in enumerate(cells)], limits)
+    sandbox = Sandbox(code, limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=timeouts)
     harness.SECRET = _seed(key, fingerprint)
     try:
         try:
@@ -188,27 +199,44 @@ def grade_one(submission, fingerprint, out, key, limits=Limits()):
         except SandboxStopped as stop:
             return _not_graded(submission, stop.status, stop.reason, out, fingerprint, problems, flagged)
         visible = {assignments_.grade_id(cell): outputs.get(str(i)) for i, cell in enumerate(cells)}
-        checks, restarts = [], 0
+        checks, restarts, started = [], 0, time.monotonic()
+        seconds = sandbox.seconds
         for test in spec.tests:
             if not sandbox.alive and restarts < RESTARTS:
                 sandbox, restarts = _restart(sandbox), restarts + 1
             checks.append(_run_test(test, visible.get(test.grade_id), sandbox))
+        seconds = {**seconds, "checks": time.monotonic() - started}
     finally:
         sandbox.close()
         harness.SECRET = None
     statuses = [status for status, _ in sandbox.events] + ["invalid-structure"] * bool(problems)
     status = min(statuses, key=STATUSES.index, default="graded")
     notes = problems + [reason for _, reason in sandbox.events]
-    result = Result(submission.student_id, submission.assignment, status, checks, notes, fingerprint, flagged)
+    result = Result(submission.student_id, submission.assignment, status, checks, notes, fingerprint, flagged,
+                    {phase: round(s, 4) for phase, s in seconds.items()},
+                    submitted_at=submission.timestamp)
     _save(out, result, report.feedback_html(result, cells, outputs))
     return result
+
+
+def read_notebook(path):
+    """The notebook at `path`, validated; ValueError with one sentence if it is not one."""
+    try:
+        if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+            raise ValueError(f"larger than {MAX_NOTEBOOK_BYTES} bytes")
+        notebook = nbformat.read(path, as_version=4)
+        nbformat.validate(notebook)
+    except Exception as error:  # invalid JSON, not a notebook, empty, unreadable
+        raise ValueError(f"the file is not a valid notebook ({_first_line(error)})") from None
+    return notebook
 
 
 def _restart(sandbox):
     """A fresh sandbox for the remaining checks: the last one died or was stopped."""
     sandbox.close()
-    fresh = Sandbox(sandbox.cells, sandbox.limits, sandbox.uid)
+    fresh = Sandbox(sandbox.cells, sandbox.limits, sandbox.uid, timeouts=sandbox.timeouts)
     fresh.events, fresh.deadline = sandbox.events, sandbox.deadline  # no new time
+    fresh.stopped = sandbox.stopped  # nor new calls of what ran out of time
     try:
         fresh.run()
     except SandboxStopped:
@@ -247,7 +275,7 @@ def _not_graded(submission, status, reason, out, fingerprint="", notes=(), flagg
     spec = assignments_.load(submission.assignment)
     checks = [Check(t.grade_id, 0.0, t.points, f"not graded: {reason}") for t in spec.tests]
     result = Result(submission.student_id, submission.assignment, status, checks,
-                    [*notes, reason], fingerprint, list(flagged))
+                    [*notes, reason], fingerprint, list(flagged), submitted_at=submission.timestamp)
     _save(out, result, report.not_graded_html(result, reason))
     return result
 
@@ -291,18 +319,23 @@ def _seed(key, fingerprint):
 
 
 def _grader_version(limits):
-    """A digest of everything that decides a grade: checks, references, notebooks, limits."""
+    """A digest of everything that decides a grade: checks, references, notebooks, limits
+    (and the reference's times, from which the limits derive)."""
     digest = hashlib.sha256(repr(limits).encode())
     files = [*sorted((ROOT / "autograder").rglob("*.py")), *sorted((ROOT / "solutions").glob("*.py")),
              *sorted((ROOT / "exercises").glob("*.ipynb")),
-             *sorted((ROOT / "autograder" / "source").rglob("*.ipynb"))]
+             *sorted((ROOT / "autograder" / "source").rglob("*.ipynb")),
+             *sorted((ROOT / "autograder" / "source").rglob("timing.json"))]
     for path in files:
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
 def _fingerprint(submission, version):
-    content = submission.path.read_bytes() if submission.path else b"<missing>"
+    if submission.problem:  # never read: a link, not a file, too large
+        content = repr(submission.problem).encode()
+    else:
+        content = submission.path.read_bytes() if submission.path else b"<missing>"
     return hashlib.sha256(version.encode() + hashlib.sha256(content).digest()).hexdigest()
 
 
@@ -322,15 +355,29 @@ def load_results(out):
 
 def write_reports(out):
     """grades.csv, details.csv and summary.html from every result in OUT."""
-    results = load_results(out)
-    write_atomic(out / "grades.csv", report.grades_csv(results))
+    results, policy = load_results(out), deadlines.load(out)
+    write_atomic(out / "grades.csv", report.grades_csv(results, policy))
     write_atomic(out / "details.csv", report.details_csv(results))
-    write_atomic(out / "summary.html", report.summary_html(results))
+    write_atomic(out / "summary.html", report.summary_html(results, policy))
+    for result in results:  # what the deadline did, on the student's page
+        page = out / "feedback" / result.student_id / f"{result.assignment}.html"
+        try:
+            text = page.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        updated = report.with_deadline(text, result, policy)
+        if updated != text:
+            write_atomic(page, updated)
 
 
 def merge(outs, out):
     """Combine the OUT folders of shards into `out` and rebuild its reports."""
     out = Path(out)
+    policies = [policy for policy in map(deadlines.load, outs) if policy]
+    if any(policy != policies[0] for policy in policies):
+        raise ValueError("the shards were graded with different deadlines (their deadlines.json differ)")
+    out.mkdir(parents=True, exist_ok=True)
+    deadlines.save(out, policies[0] if policies else None)
     for source in map(Path, outs):
         for folder in ("feedback", "results"):
             for path in sorted((source / folder).glob("*/*")):

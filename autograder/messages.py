@@ -7,6 +7,8 @@ def failure_message(error):
     if name == "CheckFailed":
         return value
     if name in ("CellTimeoutError", "CellTimeout"):
+        if value:  # ours says which function ran out of time
+            return f"{value} (an endless loop, or far more work than the task needs?)"
         return "the cell ran too long and was stopped (an endless loop?)"
     if name == "OutputLimitExceeded":
         return "the notebook printed more than its output limit and was stopped"

@@ -10,6 +10,7 @@ runs each notebook in a sandbox and the hidden checks outside it.
 import os
 
 from nbgrader.converters.autograde import Autograde
+from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute
 
 from autograder.preprocessors import StderrIsNotFailure
@@ -18,6 +19,8 @@ c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
 
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.course_id = "attention"
+# The reference's times (autograder/timing.py) are the grader's, not the students'.
+c.CourseDirectory.ignore = [*CourseDirectory.class_traits()["ignore"].default(), "timing.json"]
 
 # What students see in place of a solution.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

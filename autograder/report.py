@@ -2,21 +2,40 @@
 
 Pages are self-contained HTML (inline styles and SVG figures): they open
 offline, from a file, in any browser.
+
+Everything a student controls (cells, outputs, messages, ids, file names,
+metadata) is data here: it is escaped in HTML (markdown cells are rendered
+with raw HTML off, code is highlighted by Pygments, which escapes it), every
+page carries a Content-Security-Policy that allows no script, no request and
+no stylesheet but our own inline one, and a CSV cell that a spreadsheet would
+read as a formula is neutralised as OWASP advises (a leading apostrophe).
 """
 
 import collections
 import csv
 import html
 import io
+import re
 import sys
 
 from markdown_it import MarkdownIt
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
 
+from . import deadlines, tasks
 from .assignment import grade_id
 from .messages import failure_message
 
 GRADES_COLUMNS = ["student_id", "assignment", "score", "max_score", "status"]
+LATE_COLUMNS = ["submitted_at", "late_days", "raw_score"]  # after `status`, with --due
 DETAILS_COLUMNS = ["student_id", "assignment", "check", "score", "max_score", "message"]
+# No script, no request of any kind (images only as data: URIs), no form, no <base>;
+# styles only inline, from us (student text is escaped, so it cannot add any).
+CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
+       "form-action 'none'")
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # OWASP's list for CSV injection
+CODE = HtmlFormatter(cssclass="highlight")
 
 STYLE = """<style>
 body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
@@ -24,7 +43,8 @@ table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;padding
 pre{background:#f6f6f6;padding:.6rem;overflow-x:auto;white-space:pre-wrap}
 .cell{margin:1rem 0}.check{border-left:4px solid #999;padding-left:.6rem}
 .pass{border-color:#2a7}.fail{border-color:#c33}.err{color:#a00}.note{color:#a60}
-</style>"""
+.highlight pre{background:#f6f6f6}
+""" + CODE.get_style_defs(".highlight") + "</style>"
 
 
 def number(x):
@@ -33,9 +53,27 @@ def number(x):
 
 # -- CSV -------------------------------------------------------------------------
 
-def grades_csv(results):
-    return _csv(GRADES_COLUMNS, [[r.student_id, r.assignment, number(r.score), number(r.max_score), r.status]
-                                 for r in results])
+def grades_csv(results, policy=None):
+    """grades.csv; with a deadline policy, `score` is after the penalty and the columns
+    submitted_at, late_days and raw_score follow `status`."""
+    if policy is None:
+        return _csv(GRADES_COLUMNS, [[r.student_id, r.assignment, number(r.score), number(r.max_score),
+                                      r.status] for r in results])
+    rows = []
+    for r in results:
+        late = late_status = None
+        if r.status != "missing":
+            late = deadlines.assess(policy, r.student_id, r.submitted_at)
+            late_status = deadlines.NO_TIME if late.submitted_at is None and r.status == "graded" else None
+        rows.append([r.student_id, r.assignment, number(_score(r, late)), number(r.max_score),
+                     late_status or r.status,
+                     late.submitted_at.isoformat() if late and late.submitted_at else "",
+                     "" if late is None or late.late_days is None else late.late_days, number(r.score)])
+    return _csv(GRADES_COLUMNS + LATE_COLUMNS, rows)
+
+
+def _score(result, late):
+    return result.score if late is None else round(result.score * late.factor, 6)
 
 
 def details_csv(results):
@@ -47,22 +85,64 @@ def _csv(columns, rows):
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
-    writer.writerows(rows)
+    writer.writerows([[spreadsheet_safe(value) for value in row] for row in rows])
     return buffer.getvalue()
+
+
+def spreadsheet_safe(value):
+    """`value` as CSV text that no spreadsheet reads as a formula (OWASP: a leading apostrophe)."""
+    text = str(value)
+    return "'" + text if text.startswith(FORMULA_START) else text
 
 
 # -- feedback --------------------------------------------------------------------
 
 def _page(title, body):
-    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
+            f"<meta name='referrer' content='no-referrer'><title>{html.escape(title)}</title>"
             f"{STYLE}</head><body>{body}</body></html>\n")
 
 
+# Where a feedback page says what the deadline did: filled in by `with_deadline` whenever the
+# reports are written (the policy may come after the page). Student text is escaped, so it
+# cannot contain these comments.
+DEADLINE_SLOT = "<!--deadline--><!--/deadline-->"
+_FILLED_SLOT = re.compile(r"<!--deadline-->.*?<!--/deadline-->", re.DOTALL)
+
+
+def with_deadline(page, result, policy):
+    """The feedback `page` of `result` saying when it was handed in and what lateness cost."""
+    note = ""
+    if policy is not None and result.status != "missing":
+        late = deadlines.assess(policy, result.student_id, result.submitted_at)
+        if late.submitted_at is None:
+            note = ("No time of handing in was recorded for this submission: your instructor "
+                    "will decide about lateness.")
+        elif late.late_days == 0:
+            note = f"Handed in {late.submitted_at.isoformat()}, on time (due {late.due.isoformat()})."
+        else:
+            note = (f"Handed in {late.submitted_at.isoformat()}, {deadlines.describe(late.late_by)} after the "
+                    f"deadline ({late.due.isoformat()}): {late.late_days} started day"
+                    f"{'s' * (late.late_days != 1)} late, {number(round(100 * (1 - late.factor), 6))} % off. "
+                    f"Your score: {number(_score(result, late))} / {number(result.max_score)}.")
+    note = f"<p class='note'>{html.escape(note)}</p>" if note else ""
+    return _FILLED_SLOT.sub(lambda _: f"<!--deadline-->{note}<!--/deadline-->", page, count=1)
+
+
+def _task(assignment, check, link=True):
+    """The task a check grades, by title, and a link to the chapter section that explains it."""
+    title = html.escape(tasks.titles(assignment).get(check, check))
+    url = tasks.section_url(assignment, check) if link else ""
+    return f"{title} (<a href='{html.escape(url)}'>read the chapter</a>)" if url else title
+
+
 def _checks_table(result):
-    rows = "".join(f"<tr><td><code>{html.escape(c.name)}</code></td><td>{number(c.score)} / "
-                   f"{number(c.max_score)}</td><td>{html.escape(c.message) or '✓'}</td></tr>"
-                   for c in result.checks)
-    return ("<table><tr><th>check</th><th>points</th><th>why points were lost</th></tr>"
+    rows = "".join(f"<tr><td>{_task(result.assignment, c.name, link=c.score < c.max_score)}"
+                   f"<br><small><code>{html.escape(c.name)}</code></small></td>"
+                   f"<td>{number(c.score)} / {number(c.max_score)}</td>"
+                   f"<td>{html.escape(c.message) or '✓'}</td></tr>" for c in result.checks)
+    return ("<table><tr><th>task</th><th>points</th><th>why points were lost</th></tr>"
             f"{rows}</table>")
 
 
@@ -79,10 +159,11 @@ def feedback_html(result, cells, outputs):
     `cells` are the graded notebook's cells (check cells as released: the
     hidden checks were never in them), `outputs` the sandbox's output per cell.
     """
-    markdown = MarkdownIt("commonmark").enable("table")
+    # a student's HTML stays text, and no image is fetched from anywhere (the CSP forbids it too)
+    markdown = MarkdownIt("commonmark", {"html": False}).enable("table").disable("image")
     scores = {c.name: c for c in result.checks}
     parts = [f"<h1>{html.escape(result.assignment)}: {html.escape(result.student_id)}</h1>",
-             f"<h2>Your checks: {number(result.score)} / {number(result.max_score)}</h2>",
+             f"<h2>Your checks: {number(result.score)} / {number(result.max_score)}</h2>", DEADLINE_SLOT,
              _checks_table(result), _notes(result), "<h2>Your notebook, as graded</h2>"]
     for index, cell in enumerate(cells):
         if cell.cell_type == "markdown":
@@ -90,7 +171,7 @@ def feedback_html(result, cells, outputs):
             continue
         check = scores.get(grade_id(cell))
         kind = "" if check is None else (" check pass" if check.score == check.max_score else " check fail")
-        parts.append(f"<div class='cell{kind}'><pre><code>{html.escape(cell.source)}</code></pre>")
+        parts.append(f"<div class='cell{kind}'>{highlight(cell.source, PythonLexer(), CODE)}")
         output = outputs.get(str(index)) or {}
         if output.get("stdout"):
             parts.append(f"<pre>{html.escape(output['stdout'])}</pre>")
@@ -99,15 +180,16 @@ def feedback_html(result, cells, outputs):
         if output.get("error"):
             parts.append(f"<pre class='err'>{html.escape(failure_message(output['error']))}</pre>")
         if check is not None:
+            task = _task(result.assignment, check.name) if check.score < check.max_score else ""
             parts.append(f"<p><b>{number(check.score)} / {number(check.max_score)}</b> "
-                         f"{html.escape(check.message)}</p>")
+                         f"{html.escape(check.message)} {task}</p>")
         parts.append("</div>")
     return _page(f"{result.assignment}: {result.student_id}", "".join(parts))
 
 
 def not_graded_html(result, reason):
     return _page(f"{result.assignment}: {result.student_id}", (
-        f"<h1>{html.escape(result.assignment)}: {html.escape(result.student_id)}</h1>"
+        f"<h1>{html.escape(result.assignment)}: {html.escape(result.student_id)}</h1>{DEADLINE_SLOT}"
         f"<p>Your submission was not graded (<b>{html.escape(result.status)}</b>): "
         f"{html.escape(reason)}.</p><p>Score: 0 / {number(result.max_score)}. Ask your instructor "
         "if you believe this is a mistake.</p>" + _checks_table(result)))
@@ -115,9 +197,9 @@ def not_graded_html(result, reason):
 
 # -- the instructor's summary -------------------------------------------------------------
 
-def summary_html(results):
+def summary_html(results, policy=None):
     """Per assignment: score histogram, share failing each check with its commonest reasons,
-    and the submissions that were not simply graded."""
+    and the submissions that were not simply graded; with a deadline, who was late and by how much."""
     parts = ["<h1>Grading summary</h1>",
              f"<p>{len(results)} submissions of {len({r.student_id for r in results})} students.</p>"]
     by_assignment = collections.defaultdict(list)
@@ -139,7 +221,7 @@ def summary_html(results):
         for check in names:
             common = collections.Counter(c.message for c in failed[check]).most_common(3)
             reasons = "<br>".join(f"{count} × {html.escape(message)}" for message, count in common)
-            rows.append(f"<tr><td><code>{html.escape(check)}</code></td>"
+            rows.append(f"<tr><td>{_task(name, check, link=False)} (<code>{html.escape(check)}</code>)</td>"
                         f"<td>{len(failed[check])} / {len(handed_in)}</td><td>{reasons}</td></tr>")
         parts.append("<table><tr><th>check</th><th>failed</th><th>most common reasons</th></tr>"
                      + "".join(rows) + "</table>")
@@ -150,6 +232,8 @@ def summary_html(results):
                      + "".join(f"<tr><td>{html.escape(r.student_id)}</td><td>{html.escape(r.assignment)}</td>"
                                f"<td>{html.escape(r.status)}</td><td>{html.escape('; '.join(r.notes))}</td></tr>"
                                for r in trouble) + "</table>")
+    if policy is not None:
+        parts.append(_lateness(results, policy))
     flagged = [r for r in results if r.flags]
     parts.append(f"<h2>Flagged for a look ({len(flagged)})</h2><p>Code that reaches for the grader, "
                  "the reference or the interpreter's hooks. Scores are decided outside the student's "
@@ -160,6 +244,40 @@ def summary_html(results):
                                f"<td>{'<br>'.join(map(html.escape, r.flags))}</td></tr>" for r in flagged)
                      + "</table>")
     return _page("Grading summary", "".join(parts))
+
+
+def _cells(*values):
+    return "".join(f"<td>{html.escape(str(value))}</td>" for value in values)
+
+
+def _lateness(results, policy):
+    """Who handed in late and by how much, and whose time is unknown."""
+    late, untimed = [], []
+    for r in results:
+        if r.status == "missing":
+            continue
+        lateness = deadlines.assess(policy, r.student_id, r.submitted_at)
+        if lateness.submitted_at is None:
+            untimed.append(r)
+        elif lateness.late_days:
+            late.append((r, lateness))
+    parts = [f"<h2>Late ({len(late)})</h2><p>Due {html.escape(policy.due.isoformat())} "
+             f"({len(policy.extensions)} extensions); {number(100 * policy.penalty)} % off per started day "
+             f"late, at most {number(100 * policy.cap)} %.</p>"]
+    if late:
+        parts.append("<table><tr><th>student</th><th>assignment</th><th>handed in</th><th>due</th>"
+                     "<th>late by</th><th>days</th><th>score (raw)</th></tr>" + "".join(
+                         "<tr>" + _cells(r.student_id, r.assignment, x.submitted_at.isoformat(), x.due.isoformat(),
+                                        deadlines.describe(x.late_by), x.late_days,
+                                        f"{number(_score(r, x))} ({number(r.score)})") + "</tr>"
+                         for r, x in late) + "</table>")
+    parts.append(f"<h2>No submission time ({len(untimed)})</h2><p>Neither the export's file name nor "
+                 "timestamp.txt gave a readable time: no penalty was applied (status <b>no-time</b>).</p>")
+    if untimed:
+        parts.append("<table><tr><th>student</th><th>assignment</th><th>time given</th></tr>" + "".join(
+            "<tr>" + _cells(r.student_id, r.assignment, r.submitted_at or "none") + "</tr>" for r in untimed)
+            + "</table>")
+    return "".join(parts)
 
 
 def _pyplot():

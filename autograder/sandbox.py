@@ -30,7 +30,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -56,8 +56,15 @@ class SandboxStopped(BaseException):
 
 @dataclass(frozen=True)
 class Limits:
-    cell_seconds: float = 60.0          # one notebook cell
-    call_seconds: float = 30.0          # one call of a student's function by a check
+    cell_seconds: float = 60.0          # CPU time of one notebook cell: at most (or exactly, if
+                                        # fixed_cells)
+    call_seconds: float = 30.0          # of one call of a student's function by a check: at most
+                                        # (or exactly, if fixed_calls)
+    wall_factor: float = 2.0            # a cell or call may wait (sleep) this many times its limit
+    time_factor: float = 50.0           # below those, a cell or call gets this many times the
+    min_seconds: float = 2.0            # reference's time on it, at least min_seconds (timing.py)
+    fixed_cells: bool = False           # the instructor fixed every cell's limit
+    fixed_calls: bool = False           # the instructor fixed every call's limit
     submission_seconds: float = 600.0   # everything the sandbox of one submission does
     memory_bytes: int = 2 * 1024 ** 3   # address space of the notebook's process
     processes: int = 1                  # processes and threads: the notebook alone (memory
@@ -65,6 +72,17 @@ class Limits:
     output_chars: int = 1_000_000       # printed by the notebook in all
     file_bytes: int = 16 * 1024 ** 2    # largest file it may write
     disk_bytes: int = 64 * 1024 ** 2    # size of each of its two writable folders, /sandbox and /tmp
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """One submission's time limits (`timing.timeouts`); what is not listed gets `Limits`'."""
+    cells: dict = field(default_factory=dict)   # cell id -> seconds
+    calls: dict = field(default_factory=dict)   # function name -> seconds of one call
+    call: float = None                          # seconds of a call of any other function
+    # cells (the course's: checks, given code) where a function that runs out of time is not
+    # called again; a student's own cell may try a function on a large input of its own
+    stopping_cells: frozenset = frozenset()
 
 
 def check_available():
@@ -129,10 +147,15 @@ def _bwrap(folder, uid, limits):
 class Sandbox:
     """One submission's notebook, running in its sandbox; `run()` then `call()`s."""
 
-    def __init__(self, cells, limits=Limits(), uid=61000, isolate=True):
-        """`isolate=False` runs the same runner without bubblewrap: only to measure what it costs."""
+    def __init__(self, cells, limits=Limits(), uid=61000, isolate=True, timeouts=Timeouts()):
+        """`isolate=False` runs the same runner without bubblewrap: only for our own code
+        (measuring the reference, or what the sandbox costs)."""
         self.cells, self.limits, self.uid, self.isolate = cells, limits, uid, isolate
+        self.timeouts = timeouts
         self.events = []        # (status, reason) of every limit hit or crash
+        self.stopped = {}       # function name -> why it is not called again (it ran out of time)
+        self.call_seconds = {}  # function name -> CPU time of its slowest call so far (runner's)
+        self.seconds = {}       # where run() spent its time: start, imports, cells
         self.functions = {}     # name -> StudentFunction, once the notebook has run
         self.deadline = None    # time.monotonic() by which everything must be done
         self._process = None
@@ -160,8 +183,9 @@ class Sandbox:
         theirs.close()
         self._socket = ours
         self._reader, self._writer = ours.makefile("rb"), ours.makefile("wb")
+        self._started = time.monotonic()
         if self.deadline is None:
-            self.deadline = time.monotonic() + self.limits.submission_seconds
+            self.deadline = self._started + self.limits.submission_seconds
         self._output_exceeded = False
         self._monitor = threading.Thread(target=self._drain_output, daemon=True)
         self._monitor.start()
@@ -264,22 +288,35 @@ class Sandbox:
         """Run the notebook's cells; return [{id, stdout, stderr, error, seconds}] in order."""
         self.start()
         limits = {"memory_bytes": self.limits.memory_bytes, "processes": self.limits.processes,
-                  "file_bytes": self.limits.file_bytes, "output_chars": self.limits.output_chars}
+                  "file_bytes": self.limits.file_bytes, "output_chars": self.limits.output_chars,
+                  "wall_factor": self.limits.wall_factor}
+        seconds = {cell_id: self.timeouts.cells.get(cell_id, self.limits.cell_seconds)
+                   for cell_id, _ in self.cells}
         self._send({"op": "run", "cells": self.cells, "cell_timeout": self.limits.cell_seconds,
-                    "limits": limits})
+                    "cell_timeouts": seconds, "stopping_cells": sorted(self.timeouts.stopping_cells),
+                    "stopped": self.stopped, "limits": limits})
         results = []
         for cell_id, _ in self.cells:
-            header, _ = self._receive(self.limits.cell_seconds, "a cell")
+            header, _ = self._receive(seconds[cell_id] * self.limits.wall_factor, "a cell")
             if header.get("op") != "cell" or header.get("id") != cell_id:
                 self._stopped("crashed", "the notebook's process sent an unexpected message")
             error = _plain_error(header.get("error"))
             self._note(error, f"cell {cell_id}")
+            if (error and error["ename"] == "CellTimeout" and error["function"]
+                    and cell_id in self.timeouts.stopping_cells):
+                self._stop_calling(error["function"], "in a cell", seconds[cell_id])
             results.append({"id": cell_id, "stdout": _text(header.get("stdout")),
-                            "stderr": _text(header.get("stderr")), "error": error})
+                            "stderr": _text(header.get("stderr")), "error": error,
+                            "seconds": _number(header.get("seconds")),
+                            "cpu_seconds": _number(header.get("cpu_seconds"))})
         header, _ = self._receive(self.limits.cell_seconds, "the notebook")
         names = header.get("functions") if header.get("op") == "ran" else None
         if not isinstance(names, list):
             self._stopped("crashed", "the notebook's process sent an unexpected message")
+        # the runner's clock is ours (CLOCK_MONOTONIC); its figures are only reported, never trusted
+        started, imported = _number(header.get("started")), _number(header.get("imported"))
+        self.seconds = {"start": max(started - self._started, 0.0), "imports": max(imported - started, 0.0),
+                        "cells": sum(result["seconds"] for result in results)}
         # never a built-in's name: the hidden checks' code must not call the student's `len`
         self.functions = {name: StudentFunction(self, name) for name in names
                           if isinstance(name, str) and name.isidentifier() and not hasattr(builtins, name)}
@@ -295,18 +332,36 @@ class Sandbox:
             what = "printed too much" if error["ename"] == "OutputLimitExceeded" else "ran out of memory"
             self.events.append(("resource-limit", f"{where} {what}"))
 
+    def _stop_calling(self, name, where, seconds):
+        """`name` ran out of time: it is not called again in this submission (nor its restarts)."""
+        self.stopped.setdefault(name, f"{name} ran longer than its limit of {seconds:g} s {where} "
+                                      "and is not called again")
+
     def call(self, name, args, kwargs):
         """The student's `name(*args, **kwargs)`, run in the sandbox.
 
         Changes the function made to its arguments are made to `args` and
         `kwargs` too, as if it had run here, so that checks can notice them.
+        A function that ran out of time once raises TimeoutError at once.
         """
-        self._send({"op": "call", "name": name, "timeout": self.limits.call_seconds}, [args, kwargs])
-        header, blobs = self._receive(self.limits.call_seconds, f"{name}")
+        if name in self.stopped:
+            raise TimeoutError(self.stopped[name])
+        seconds = self.timeouts.calls.get(name, self.timeouts.call or self.limits.call_seconds)
+        self._send({"op": "call", "name": name, "timeout": seconds}, [args, kwargs])
+        try:
+            header, blobs = self._receive(seconds * self.limits.wall_factor, f"{name}")
+        except SandboxStopped as stop:
+            if stop.status == "timeout":  # it could not be interrupted
+                self._stop_calling(name, "in a check", seconds)
+            raise
+        self.call_seconds[name] = max(self.call_seconds.get(name, 0.0), _number(header.get("cpu_seconds")))
         if header.get("op") == "raised":
             error = _plain_error(header.get("error"))
             self._note(error, f"a call of {name}")
-            raise _exception(error, self.limits.call_seconds)
+            if error["ename"] == "CellTimeout":
+                self._stop_calling(name, "in a check", seconds)
+                raise TimeoutError(self.stopped[name])
+            raise _exception(error, seconds)
         try:
             value, args_after, kwargs_after = wire.decode(header.get("value"), blobs)
         except (wire.WireError, ValueError, TypeError) as error:
@@ -338,9 +393,15 @@ def _plain_error(error):
     if not isinstance(error, dict):
         return None
     mro = error.get("mro")
+    function = error.get("function")
     return {"ename": _text(error.get("ename"), 100) or "Exception",
             "evalue": _text(error.get("evalue"), 2000),
+            "function": function if isinstance(function, str) and function.isidentifier() else None,
             "mro": [m for m in mro if isinstance(m, str)][:50] if isinstance(mro, list) else []}
+
+
+def _number(value):
+    return float(value) if isinstance(value, (int, float)) and value >= 0 else 0.0
 
 
 def _text(value, limit=20_000):
@@ -349,8 +410,6 @@ def _text(value, limit=20_000):
 
 def _exception(error, seconds):
     """An exception like the one the student's function raised: same name, built-in base."""
-    if error["ename"] == "CellTimeout":
-        return TimeoutError(f"it ran longer than {seconds:g} s and was stopped")
     if error["ename"] == "OutputLimitExceeded":
         return RuntimeError("it printed more than the notebook's output limit")
     base = next((getattr(builtins, name) for name in error["mro"]

@@ -4,13 +4,30 @@ Started by `autograder.sandbox` as ``python -E -s sandbox_runner.py FD`` in a
 folder holding only this file and `wire.py`. It talks to the grader over the
 socket FD with `wire` messages:
 
-  grader -> {"op": "run", "cells": [[id, source], ...], "cell_timeout": s, "limits": {...}}
+  grader -> {"op": "run", "cells": [[id, source], ...], "cell_timeout": s,
+             "cell_timeouts": {id: s}, "stopping_cells": [id, ...], "stopped": {function: reason},
+             "limits": {...}}
   runner -> {"op": "cell", "id": id, "stdout": text, "stderr": text,
-             "error": {"ename", "evalue", "mro"} or null, "seconds": s}  (one per cell)
-  runner -> {"op": "ran", "functions": [names of the callables the notebook defined]}
+             "error": {"ename", "evalue", "mro", "function"} or null,
+             "seconds": s, "cpu_seconds": s}  (one per cell)
+  runner -> {"op": "ran", "functions": [names of the callables the notebook defined],
+             "started": t, "imported": t}  (time.monotonic() when it started and had imported)
   grader -> {"op": "call", "name": n, "timeout": s, "arguments": [args, kwargs]} (wire value)
-  runner -> {"op": "returned"} + [result, args, kwargs after the call]
-            or {"op": "raised", "error": {...}}
+  runner -> {"op": "returned", "cpu_seconds": s} + [result, args, kwargs after the call]
+            or {"op": "raised", "error": {...}, "cpu_seconds": s}
+
+Time limits are on CPU time, which measures the work whatever else the
+machine runs (the reference's times are CPU times too), and on wall-clock
+time at limits["wall_factor"] times as much, which stops code that waits
+(a sleep) rather than works.
+
+A cell or call that runs out of time raises CellTimeout naming the outermost
+function of the notebook that was running (the one the cell or check
+called); after a call, or a cell of "stopping_cells" (the course's cells, not
+the student's own), that function is then replaced, in the notebook's namespace, by one
+that raises TimeoutError at once, so that later cells do not wait for it
+again (functions that call it by name fail at once too). The grader passes
+the functions stopped so far ("stopped") to a restarted runner.
 
 Everything it sends is untrusted by the grader, which only ever reads plain
 data from it: the student's code runs in this same process and could forge
@@ -25,14 +42,22 @@ import signal
 import socket
 import sys
 import time
+import types
 
-import wire
+STARTED = time.monotonic()  # the interpreter is up: what follows is imports
+
+import wire  # noqa: E402 (numpy)
 
 OUTPUT_KEPT = 20_000  # characters of a cell's output kept for the feedback
 
 
+NOTEBOOK = {}  # the notebook's namespace, once it exists
+
+
 class CellTimeout(BaseException):
-    """Raised in the student's code when a cell or a call runs out of time."""
+    """Raised in the student's code when a cell or a call runs out of time.
+
+    args: (the notebook's function that was running, or None; the limit in seconds)."""
 
 
 class OutputLimitExceeded(BaseException):
@@ -73,8 +98,31 @@ class CappedOutput(io.TextIOBase):
         return True
 
 
+LIMIT = [0.0]  # CPU seconds of the cell or call running now
+
+
 def on_alarm(signum, frame):
-    raise CellTimeout()
+    raise CellTimeout(running_function(frame), LIMIT[0])
+
+
+def running_function(frame):
+    """The name of the outermost function of the notebook on the stack of `frame`, or None."""
+    codes = {value.__code__: name for name, value in NOTEBOOK.items()
+             if isinstance(value, types.FunctionType)}
+    name = None
+    while frame is not None:
+        name = codes.get(frame.f_code, name)
+        frame = frame.f_back
+    return name
+
+
+def stop_calling(name, reason):
+    """Replace the notebook's function `name` by one that raises TimeoutError(reason) at once."""
+    def stopped(*args, **kwargs):
+        raise TimeoutError(reason)
+    stopped.__name__ = stopped.__qualname__ = name
+    NOTEBOOK[name] = stopped
+    return stopped
 
 
 def describe(error):
@@ -84,7 +132,10 @@ def describe(error):
     except BaseException:  # a hostile __str__
         evalue = ""
     if isinstance(error, CellTimeout):
-        return {"ename": "CellTimeout", "evalue": "", "mro": ["CellTimeout"]}
+        function, seconds = (list(error.args) + [None, 0.0])[:2]
+        what = function or "the cell"
+        return {"ename": "CellTimeout", "evalue": f"{what} ran longer than its limit of {seconds:g} s",
+                "mro": ["CellTimeout"], "function": function}
     if isinstance(error, OutputLimitExceeded):
         return {"ename": "OutputLimitExceeded", "evalue": "", "mro": ["OutputLimitExceeded"]}
     return {"ename": type(error).__name__, "evalue": evalue[:2000],
@@ -100,23 +151,32 @@ def main(fd):
 
     from IPython.core.interactiveshell import InteractiveShell
     shell = InteractiveShell.instance(colors="NoColor")
+    imported = time.monotonic()
+    global NOTEBOOK
+    NOTEBOOK = shell.user_ns
+    stopped = {}  # function name -> its stand-in that raises TimeoutError
     errors = []
     shell.showtraceback = lambda *args, **kwargs: None
     shell.showsyntaxerror = lambda *args, **kwargs: None
     builtins.input = no_input
-    signal.signal(signal.SIGALRM, on_alarm)
+    signal.signal(signal.SIGALRM, on_alarm)  # wall-clock time
+    signal.signal(signal.SIGPROF, on_alarm)  # CPU time
     given = set(shell.user_ns)
 
     def with_limits(run, timeout):
-        """run() with the output captured and an alarm after `timeout` seconds."""
+        """run() with the output captured and an alarm after `timeout` CPU seconds (or
+        wall_factor times as many seconds of the clock)."""
         out, err = CappedOutput(budget), CappedOutput(budget)
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = out, err
-        signal.setitimer(signal.ITIMER_REAL, timeout)
+        LIMIT[0] = timeout
+        signal.setitimer(signal.ITIMER_PROF, timeout)
+        signal.setitimer(signal.ITIMER_REAL, timeout * limits["wall_factor"])
         try:
             return run(), out, err
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_PROF, 0)
             sys.stdout, sys.stderr = saved
 
     # From here on, the student's code runs: set the limits it cannot raise.
@@ -126,22 +186,37 @@ def main(fd):
                          (resource.RLIMIT_CORE, 0)):
         resource.setrlimit(limit, (value, value))
 
+    def note_timeout(error, where):
+        function = error.args[0] if isinstance(error, CellTimeout) and error.args else None
+        if function and function not in stopped:
+            stopped[function] = stop_calling(
+                function, f"{function} ran longer than its limit of {error.args[1]:g} s {where} "
+                          "and is not called again")
+
+    for name, reason in request.get("stopped", {}).items():
+        stopped[name] = stop_calling(name, reason)
+    timeouts = request.get("cell_timeouts", {})
+    stopping_cells = set(request.get("stopping_cells", []))
     for cell_id, source in request["cells"]:
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.process_time()
         try:
-            result, out, err = with_limits(
-                lambda: shell.run_cell(source, store_history=False), request["cell_timeout"])
+            result, out, err = with_limits(lambda: shell.run_cell(source, store_history=False),
+                                           timeouts.get(cell_id, request["cell_timeout"]))
             error = result.error_before_exec or result.error_in_exec
         except BaseException as raised:  # a timeout between the shell's own handlers
             out = err = CappedOutput([0])
             error = raised
+        if cell_id in stopping_cells:
+            note_timeout(error, "in a cell")
+        for name, stand_in in stopped.items():  # a cell that defines it again does not revive it
+            shell.user_ns[name] = stand_in
         wire.send(writer, {"op": "cell", "id": cell_id, "stdout": out.text(), "stderr": err.text(),
                            "error": describe(error) if error is not None else None,
-                           "seconds": time.monotonic() - started})
+                           "seconds": time.monotonic() - started, "cpu_seconds": time.process_time() - cpu})
     functions = sorted(name for name, value in shell.user_ns.items()
                        if callable(value) and not name.startswith("_") and name not in given
                        and not isinstance(value, type(os)))
-    wire.send(writer, {"op": "ran", "functions": functions})
+    wire.send(writer, {"op": "ran", "functions": functions, "started": STARTED, "imported": imported})
 
     while True:
         message = wire.receive(reader)
@@ -152,13 +227,19 @@ def main(fd):
         if op == "call":
             args, kwargs = wire.decode(request["arguments"], blobs)
             function = shell.user_ns.get(request["name"])
+            cpu = time.process_time()
             try:
                 value, _, _ = with_limits(lambda: function(*args, **kwargs), request["timeout"])
             except BaseException as error:  # the student's function failed: report, go on
-                wire.send(writer, {"op": "raised", "error": describe(error)})
+                if isinstance(error, CellTimeout):  # blame the function the check called
+                    error = CellTimeout(request["name"], request["timeout"])
+                note_timeout(error, "in a check")
+                wire.send(writer, {"op": "raised", "error": describe(error),
+                                   "cpu_seconds": time.process_time() - cpu})
                 continue
+            cpu = time.process_time() - cpu
             tree, out_blobs = wire.encode([value, args, kwargs])
-            wire.send(writer, {"op": "returned", "value": tree}, out_blobs)
+            wire.send(writer, {"op": "returned", "value": tree, "cpu_seconds": cpu}, out_blobs)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,10 @@ implementations of `tests/autograder/implementations/<slug>.py`, the untouched
 exercise, or the correct ones with one of its GRADED_MISTAKES.
 """
 
+import json
+import statistics
 from functools import cache
+from pathlib import Path
 
 from tests.autograder.grading import implementations, write
 from tests.conftest import submission
@@ -38,3 +41,16 @@ def write_batch(folder, students, slugs):
             write(folder, student, notebook, slug)
             labels[student, slug] = label
     return labels
+
+
+def time_per_notebook(out):
+    """One line: where a notebook's time went, medians over OUT/results:
+    sandbox start (bubblewrap, the interpreter), imports (NumPy, IPython), cells, hidden checks."""
+    phases = {}
+    for path in sorted(Path(out).glob("results/*/*.json")):
+        for phase, seconds in json.loads(path.read_text()).get("seconds", {}).items():
+            phases.setdefault(phase, []).append(seconds)
+    medians = {phase: statistics.median(values) for phase, values in phases.items()}
+    total = sum(medians.values()) or 1.0
+    return "time per notebook (medians): " + ", ".join(
+        f"{phase} {seconds:.3f} s ({seconds / total:.0%})" for phase, seconds in medians.items())

@@ -7,7 +7,8 @@ grades them with our command (N workers, default: the number of cores) and
 with plain nbgrader (one `nbgrader autograde NAME` per assignment, as an
 instructor runs it; only those commands are timed), checks that both give every
 check cell of every submission the same score, and prints the wall times, the
-throughputs and their ratio. Then it prints what the bubblewrap sandbox costs
+throughputs and their ratio, and where our time per notebook goes (sandbox
+start, imports, cells, hidden checks). Then it prints what the bubblewrap sandbox costs
 per submission: the same notebooks run by the same runner with and without it.
 
 Exit status 1 when a score differs (that is a bug of one of the graders).
@@ -35,7 +36,7 @@ import nbformat  # noqa: E402
 from autograder import course  # noqa: E402
 from autograder.sandbox import Sandbox  # noqa: E402
 from benchmarks import plain_nbgrader  # noqa: E402
-from benchmarks.batch import write_batch  # noqa: E402
+from benchmarks.batch import time_per_notebook, write_batch  # noqa: E402
 
 
 def main(argv=None):
@@ -77,6 +78,7 @@ def main(argv=None):
             statuses = Counter(row["status"] for row in csv.DictReader(grades))
         print(f"ours:  python -m autograder grade --workers {args.workers}: {ours_seconds:.1f} s, "
               f"{count / ours_seconds:.2f} submissions/s (statuses: {dict(statuses)}; {_load(load)})")
+        print(f"ours:  {time_per_notebook(tmp / 'out')}")
 
         load = os.getloadavg()[0]
         plain, plain_seconds = plain_nbgrader.autograde(batch, tmp / "course", names)

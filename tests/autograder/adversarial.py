@@ -391,22 +391,26 @@ CHEATS = [
           '''),
           flag="os.kill"),
     Cheat("loop-ignoring-sigint",
-          "an endless loop in a cell, with SIGINT, SIGALRM and SIGTERM ignored and blocked",
+          "an endless loop in a cell, with SIGINT, SIGALRM, SIGPROF and SIGTERM ignored and blocked",
           cell('''
             import signal
 
-            for number in (signal.SIGINT, signal.SIGALRM, signal.SIGTERM):
+            for number in (signal.SIGINT, signal.SIGALRM, signal.SIGPROF, signal.SIGTERM):
                 signal.signal(number, signal.SIG_IGN)
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGALRM, signal.SIGTERM})
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGALRM, signal.SIGPROF,
+                                                      signal.SIGTERM})
             signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_PROF, 0)
             while True:
                 pass
           '''),
           status=("timeout",), note="could not be interrupted", flag="signal.signal"),
     Cheat("hang-in-hidden-call",
-          "softmax hangs, with SIGALRM ignored, once the hidden checks call it",
+          "softmax hangs, with SIGALRM and SIGPROF (the runner's timers) ignored, once the hidden "
+          "checks call it",
           "import signal\n\n" + on_hidden_calls('''
             signal.signal(signal.SIGALRM, signal.SIG_IGN)
+            signal.signal(signal.SIGPROF, signal.SIG_IGN)
             while True:
                 pass
           '''),

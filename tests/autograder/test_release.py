@@ -103,7 +103,7 @@ def test_student_notebook_says_it_is_generated_and_holds_no_solution(slug):
     notebook = nbformat.read(course.EXERCISES / f"{slug}.ipynb", as_version=4)
     assert "generated" in notebook.cells[0].source
     text = "\n".join(cell.source for cell in notebook.cells)
-    # (the given cells' header names the files of solutions/ they were stamped from: no import)
+    # imports of the reference (a stamped given cell's header names solutions/<module>.py: allowed)
     for secret in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "from solutions.", "from solutions import",
                    "import solutions", "autograder.checks"):
         assert secret not in text
