@@ -53,6 +53,8 @@ SECTIONS = {
                             "test_decoder": "transformer-decoder-memory",
                             "test_transformer_logits": "transformer-decoder-output",
                             "test_greedy_decode": "transformer-decoder-greedy",
+                            "test_init_decoder_cache": "transformer-decoder-cache",
+                            "test_decoder_step": "transformer-decoder-cache",
                             "test_greedy_decode_cache": "transformer-decoder-cache"},
 }
 
