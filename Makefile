@@ -14,6 +14,10 @@ export PATH := $(BIN):$(PATH)
 # slurm-wlm and munge run the single-node Slurm of the cluster-grading test.
 DEBIAN_PACKAGES := bubblewrap chromium slurm-wlm munge
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+# npm installs axe-core, the accessibility engine of the website's tests
+# (tests/book/package.json); Debian's npm only where Node.js brought none.
+DEBIAN_PACKAGES += $(if $(shell command -v npm),,npm)
+AXE := tests/book/node_modules/axe-core/axe.min.js
 
 .PHONY: book test release clean debian-packages
 
@@ -21,7 +25,7 @@ book: $(VENV)/installed
 	jupyter-book build . --warningiserror --nitpick --keep-going
 	@echo "The website is in _build/html: open $(CURDIR)/_build/html/index.html"
 
-test: $(VENV)/installed
+test: $(VENV)/installed $(AXE)
 	python -m pytest
 
 release: $(VENV)/installed
@@ -30,6 +34,11 @@ release: $(VENV)/installed
 $(VENV)/installed: requirements.txt pyproject.toml | debian-packages
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --requirement requirements.txt
+	touch $@
+
+# The exact axe-core of tests/book/package-lock.json.
+$(AXE): tests/book/package.json tests/book/package-lock.json | debian-packages
+	npm ci --prefix tests/book --no-audit --no-fund
 	touch $@
 
 # Installs the DEBIAN_PACKAGES that are missing; a no-op when none is.

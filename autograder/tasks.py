@@ -56,6 +56,13 @@ SECTIONS = {
                             "test_init_decoder_cache": "transformer-decoder-cache",
                             "test_decoder_step": "transformer-decoder-cache",
                             "test_greedy_decode_cache": "transformer-decoder-cache"},
+    "backpropagation": {"test_softmax_backward": "backpropagation-softmax",
+                        "test_scaled_dot_product_attention_backward": "backpropagation-attention",
+                        "test_layer_norm_backward": "backpropagation-layers",
+                        "test_cross_entropy": "backpropagation-cross-entropy",
+                        "test_multi_head_attention_backward": "backpropagation-layers"},
+    "training": {"test_noam_learning_rate": "training-adam", "test_adam_step": "training-adam",
+                 "test_train": "training-loop"},
 }
 
 HEADING = re.compile(r"^#{2,4}\s+(?:\d+[a-z]?\.\s+)?(?P<title>.+?)(?:\s*\([^()]*\bpoints?\b[^()]*\))?\s*$",

@@ -119,8 +119,8 @@ def check_scaled_dot_product_attention_backward(attention_backward):
         for i, name in enumerate(("grad_Q", "grad_K", "grad_V")):
             _compare(grads[i], expected[i], f"{name} on {description}",
                      [(w[i], mistake) for w, mistake in wrong],
-                     lambda: "with S = Q Kᵀ/√d_k and W = softmax(S): grad_V = Wᵀ G, grad_W = G Vᵀ, "
-                     "grad_S = softmax_backward(W, grad_W), grad_Q = grad_S K/√d_k, "
+                     lambda: "with S = Q Kᵀ/√d_k and A = softmax(S): grad_V = Aᵀ G, grad_A = G Vᵀ, "
+                     "grad_S = softmax_backward(A, grad_A), grad_Q = grad_S K/√d_k, "
                      "grad_K = grad_Sᵀ Q/√d_k" + blame(attention_backward, ["softmax_backward"], _works))
 
 
@@ -141,7 +141,7 @@ def _sdpa_mistakes(Q, K, V, G, mask):
                    "gradient is divided by √d_k too"),
         (with_scores_grad(right / root ** 2), "the gradient is divided by √d_k twice (once is right)"),
         (with_scores_grad(weights * grad_weights / root),
-         "the softmax backward lacks its subtraction term: grad_S = W ⊙ (grad_W − Σ_k grad_W ⊙ W)"),
+         "the softmax backward lacks its subtraction term: grad_S = A ⊙ (grad_A − Σ_k grad_A ⊙ A)"),
         (with_scores_grad(weights * (grad_weights - np.sum(grad_weights * weights, axis=-2, keepdims=True))
                           / root),
          "the softmax backward sums over the queries (axis −2): the softmax runs over the keys (axis −1)"),

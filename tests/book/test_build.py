@@ -150,7 +150,8 @@ def mini_book(root, code):
     (root / "book").mkdir(parents=True)
     shutil.copy(course.ROOT / "_config.yml", root / "_config.yml")
     shutil.copy(course.ROOT / "book" / "references.bib", root / "book" / "references.bib")
-    shutil.copytree(course.ROOT / "book" / "_ext", root / "book" / "_ext")
+    for folder in ("_ext", "_static", "_templates"):
+        shutil.copytree(course.ROOT / "book" / folder, root / "book" / folder)
     (root / "_toc.yml").write_text("format: jb-book\nroot: chapter\n")
     (root / "chapter.md").write_text(
         "---\njupytext:\n  text_representation:\n    format_name: myst\n"
