@@ -97,7 +97,11 @@ def _global_names(code):
 
 @pytest.mark.parametrize("slug", course.assignments())
 def test_implementations_need_only_what_their_notebook_defines(slug):
-    """Pasted into a solution cell, as the end-to-end tests do, no implementation meets a NameError."""
+    """Pasted into a solution cell, as the end-to-end tests do, no such implementation meets a NameError.
+
+    Those are the correct ones and the mistakes of GRADED_MISTAKES (other
+    mistakes are only called here, in-process, and may share helpers).
+    """
     _, _, students = modules(slug)
     notebook = nbformat.read(course.EXERCISES / f"{slug}.ipynb", as_version=4)
     defined = set(dir(builtins)) | set(students.CHECKS_OF_TASK)
@@ -109,8 +113,8 @@ def test_implementations_need_only_what_their_notebook_defines(slug):
                         for target in node.targets if isinstance(target, ast.Name)}
             defined |= {alias.asname or alias.name.partition(".")[0] for node in ast.walk(tree)
                         if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
-    functions = list(students.CORRECT.items()) + [(name, wrong) for name, (_, wrong, _, _)
-                                                  in students.MISTAKES.items()]
+    functions = list(students.CORRECT.items()) + [(name, students.MISTAKES[name][1])
+                                                  for name in students.GRADED_MISTAKES]
     for name, function in functions:
         missing = _global_names(function.__code__) - defined
         assert not missing, f"{slug}: {name} uses {sorted(missing)}, which its notebook does not define"

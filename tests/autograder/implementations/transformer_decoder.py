@@ -949,4 +949,5 @@ MISTAKES = {
 # (A decoder_layer that raises, like decoder-cross-attends-own-states, fails every later task's
 # visible checks too, which call it: it is graded here by the hidden checks only.)
 GRADED_MISTAKES = ["decoder-no-residual-cross", "decoder-pre-ln", "decoder-causal-mask-upper",
-                   "logits-probabilities", "greedy-no-eos-padding", "step-forgets-past"]
+                   "logits-probabilities", "greedy-no-eos-padding", "step-forgets-past",
+                   "step-recomputes-prefix"]
