@@ -730,6 +730,12 @@ def check_decoder_step(decoder_step):
 
 def _diagnose_step(output, args, description):
     if args[1][0]["k"].shape[2] > 0:
+        restarted = quietly(lambda: step_variant(*args, past=False, position="zero"))
+        check(not _close(output, restarted),
+              f"on {description}, the step treats the newest token as the first of a new sequence "
+              "(position 0, nothing before it): it must continue the prefix that the cache it is "
+              "given holds, t = cache[0][\"k\"].shape[2] positions, whose keys and values are "
+              "in the cache; a prefix kept anywhere else is not the one it is asked about.")
         recomputed = quietly(lambda: step_variant(*args, past=False))
         check(not _close(output, recomputed),
               f"on {description}, the newest position attends only to itself: append its key and "

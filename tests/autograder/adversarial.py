@@ -57,7 +57,7 @@ class Cheat:
     status: tuple = ("graded",)  # what the report may say happened to the submission
     note: str = ""      # words one of the result's notes must contain
     flag: str = ""      # words one of the result's flags must contain
-    message: str = ""   # words the message of test_softmax must contain
+    message: str = ""   # words the message of its check cell (`check_cell`) must contain
     against_visible_checks: bool = False  # hands in the unstable softmax, which fails them
 
     @property
@@ -74,6 +74,11 @@ class Cheat:
     @property
     def slug(self):
         return CACHE_SLUG if self is CACHE_CHEAT else SLUG
+
+    @property
+    def check_cell(self):
+        """The check cell of the function the trick is about."""
+        return "test_decoder_step" if self is CACHE_CHEAT else "test_softmax"
 
 
 def cell(source):
@@ -673,18 +678,18 @@ CACHE_CHEAT = Cheat(
     "cache (in a global, by the cache's id) so that the cache it returns looks right",
     cell('''
         _recomputing_step = decoder_step
-        _tokens_of = {}  # id of a cache this step returned -> the tokens decoded so far
+        _tokens_of = {}  # id of a cache this step returned -> (that cache, the tokens decoded so far)
 
 
         def decoder_step(token, cache, params, num_heads):
-            kept = _tokens_of.get(id(cache))
-            given = cache if kept is None else [{**c, "tokens": kept} for c in cache]
+            returned, kept = _tokens_of.get(id(cache), (None, None))
+            given = [{**c, "tokens": kept} for c in cache] if returned is cache else cache
             output, new = _recomputing_step(token, given, params, num_heads)
             tokens = new[0]["tokens"]
             new = [{key: value for key, value in c.items() if key != "tokens"} for c in new]
-            _tokens_of[id(new)] = tokens
+            _tokens_of[id(new)] = (new, tokens)
             return output, new
-    '''))
+    '''), message="continue the prefix")
 
 ALL_CHEATS = CHEATS + STRUCTURE_CHEATS + [CACHE_CHEAT]
 

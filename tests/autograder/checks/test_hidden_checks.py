@@ -6,8 +6,12 @@ The implementations live in tests/autograder/implementations/<slug>.py:
 `CHECKS_OF_TASK` (task -> the check functions of autograder/checks/<slug>.py).
 """
 
+import ast
+import builtins
+import dis
 import importlib
 
+import nbformat
 import numpy as np
 import pytest
 
@@ -80,3 +84,37 @@ def test_unimplemented_task_fails_with_a_plain_sentence(slug, task):
     for check in students.CHECKS_OF_TASK[task]:
         with pytest.raises(CheckFailed, match="not implemented yet"):
             getattr(checks, check)(stub)
+
+
+def _global_names(code):
+    """The global names `code` and the functions nested in it read."""
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for constant in code.co_consts:
+        if hasattr(constant, "co_names"):
+            names |= _global_names(constant)
+    return names
+
+
+@pytest.mark.parametrize("slug", course.assignments())
+def test_implementations_need_only_what_their_notebook_defines(slug):
+    """Pasted into a solution cell, as the end-to-end tests do, no such implementation meets a NameError.
+
+    Those are the correct ones and the mistakes of GRADED_MISTAKES (other
+    mistakes are only called here, in-process, and may share helpers).
+    """
+    _, _, students = modules(slug)
+    notebook = nbformat.read(course.EXERCISES / f"{slug}.ipynb", as_version=4)
+    defined = set(dir(builtins)) | set(students.CHECKS_OF_TASK)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            tree = ast.parse(cell.source)
+            defined |= {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+            defined |= {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                        for target in node.targets if isinstance(target, ast.Name)}
+            defined |= {alias.asname or alias.name.partition(".")[0] for node in ast.walk(tree)
+                        if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    functions = list(students.CORRECT.items()) + [(name, students.MISTAKES[name][1])
+                                                  for name in students.GRADED_MISTAKES]
+    for name, function in functions:
+        missing = _global_names(function.__code__) - defined
+        assert not missing, f"{slug}: {name} uses {sorted(missing)}, which its notebook does not define"
