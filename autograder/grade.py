@@ -188,10 +188,7 @@ def grade_one(submission, fingerprint, out, key, limits=Limits()):
     released = {cell.source for cell in spec.cells}
     flagged = flags([cell.source for cell in notebook.cells
                      if cell.cell_type == "code" and cell.source not in released])
-    code = [(str(i), cell.source) for i, cell in enumerate(cells) if cell.cell_type == "code"]
-    timeouts = timing.timeouts(submission.assignment, [(str(i), assignments_.grade_id(cell))
-                                                       for i, cell in enumerate(cells)], limits)
-    sandbox = Sandbox(code, limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=timeouts)
+    sandbox = sandbox_for(submission.assignment, cells, limits)
     harness.SECRET = _seed(key, fingerprint)
     try:
         try:
@@ -269,6 +266,15 @@ def _run_test(test, visible, sandbox):
     except Exception as error:  # the student's result broke a check: it is not right
         return failed(f"{type(error).__name__}: {_first_line(error)}")
     return Check(test.grade_id, test.points, test.points)
+
+
+def sandbox_for(name, cells, limits):
+    """The sandbox that runs the fitted `cells` of assignment `name`: its code cells, by index,
+    with the time limits derived from the reference's times (autograder/timing.py)."""
+    code = [(str(i), cell.source) for i, cell in enumerate(cells) if cell.cell_type == "code"]
+    timeouts = timing.timeouts(name, [(str(i), assignments_.grade_id(cell)) for i, cell in enumerate(cells)],
+                               limits)
+    return Sandbox(code, limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=timeouts)
 
 
 def _not_graded(submission, status, reason, out, fingerprint="", notes=(), flagged=()):

@@ -8,14 +8,13 @@ cells were run out of order fails here too. Each check cell's visible checks
 give one line; the hidden checks are never run, and nothing of them is shown.
 """
 
-import os
 
 from . import assignment as assignments_
-from . import tasks, timing
+from . import tasks
 from .course import assignments
-from .grade import BASE_UID, UID_RANGE, read_notebook
+from .grade import read_notebook, sandbox_for
 from .messages import failure_message
-from .sandbox import Limits, Sandbox, SandboxStopped, SandboxUnavailable, check_available
+from .sandbox import Limits, SandboxStopped, SandboxUnavailable, check_available
 
 
 def validate(path, name=None, limits=Limits()):
@@ -33,10 +32,7 @@ def validate(path, name=None, limits=Limits()):
     spec = assignments_.load(name)
     cells, problems = assignments_.fit(spec, notebook)
     lines = [f"structure: {problem}" for problem in problems]
-    code = [(str(i), cell.source) for i, cell in enumerate(cells) if cell.cell_type == "code"]
-    timeouts = timing.timeouts(name, [(str(i), assignments_.grade_id(cell)) for i, cell in enumerate(cells)],
-                               limits)  # the limits the grader would set
-    sandbox = Sandbox(code, limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=timeouts)
+    sandbox = sandbox_for(name, cells, limits)  # as the grader runs it, with its limits
     try:
         outputs = {output["id"]: output for output in sandbox.run()}
     except SandboxStopped as stop:
