@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from autograder import course
-from autograder.checks import harness
-from autograder.checks.checking import CheckFailed
+from autograder import harness
+from autograder.checking import CheckFailed
 
 
 def modules(slug):
