@@ -1,6 +1,6 @@
 """An assignment as released, and a student's notebook fitted back onto it.
 
-The released notebook (`exercises/<name>.ipynb`) fixes which cells are the
+The released notebook (`<exercises>/<name>.ipynb` of the course file) fixes which cells are the
 student's (solution cells, by nbgrader `grade_id`) and which are the course's
 (locked cells and check cells). Grading runs the student's solution cells and
 own extra cells, in the student's order, with the course's cells as released:

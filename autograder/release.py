@@ -1,16 +1,17 @@
 """`python -m autograder release`: the student notebooks, generated.
 
 nbgrader's generate_assignment removes the solutions and hidden tests from
-each instructor notebook (autograder/source/<slug>/<slug>.ipynb) and clears
-outputs; this module adds the "generated" note and writes the result to
-exercises/<slug>.ipynb. A test regenerates them and fails when they differ.
+each instructor notebook (<source>/<slug>/<slug>.ipynb of the course file) and
+clears outputs; this module adds the "generated" note and writes the result to
+<exercises>/<slug>.ipynb. A test regenerates them and fails when they differ.
 
 Before that, three kinds of cell of the instructor notebooks are stamped from
-their one source: the check helpers from autograder/checks/checking.py, the
-closing "Done" cell from autograder/cells/done.md, and every locked "given"
-cell (functions the exercise hands to the student) from solutions/: a cell
-whose metadata holds ``"course": {"given": ["solutions.<module>:<name>", ...]}``
-gets the source of those definitions, under a header saying so.
+their one source: the check helpers from the engine's checking.py, the
+closing "Done" cell from the course file's `done_cell`, and every locked
+"given" cell (functions the exercise hands to the student) from the course's
+reference packages: a cell whose metadata holds
+``"course": {"given": ["<reference package>.<module>:<name>", ...]}`` gets the
+source of those definitions, under a header saying so.
 """
 
 import ast
@@ -147,10 +148,10 @@ def given_source(specs):
         node = nodes[name]
         start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         definitions.append("\n".join(module_source.splitlines()[start - 1:node.end_lineno]))
-        from_solutions = {alias.asname or alias.name for n in tree.body if isinstance(n, ast.ImportFrom)
+        from_references = {alias.asname or alias.name for n in tree.body if isinstance(n, ast.ImportFrom)
                           and (n.level or is_reference(n.module or "")) for alias in n.names}
         used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-        needed |= used & (set(nodes) | from_solutions)
+        needed |= used & (set(nodes) | from_references)
         if module_file not in modules:
             modules.append(module_file)
             imports += [ast.get_source_segment(module_source, n) for n in tree.body

@@ -2,12 +2,12 @@
 
 `python -m autograder release` runs each assignment as a correct student
 would hand it in (the released notebook with the instructor's solution
-cells, which call the reference in solutions/), in the grader's runner, and
+cells, which call the course's reference), in the grader's runner, and
 times every code cell (by nbgrader grade_id) and every call the hidden
 checks make (by function name, the slowest call), in CPU seconds, which
 measure the work whatever else the machine is doing. The medians of RUNS runs
-go to autograder/source/<slug>/timing.json, beside the instructor notebook
-(not into exercises/, which a test byte-compares against a fresh release:
+go to <source>/<slug>/timing.json, beside the instructor notebook
+(not into the exercises, which a test byte-compares against a fresh release:
 these figures depend on the machine).
 
 Grading gives each cell and each call `factor ×` the reference's time on
