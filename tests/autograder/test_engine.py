@@ -1,0 +1,79 @@
+"""The engine's command line, its version and its release, apart from any course's content."""
+
+import csv
+
+import pytest
+
+from autograder import course, grade, tasks
+from autograder.release import _names_defined
+from tests.autograder.grading import SLUG, run_grader, write
+
+
+def test_the_version_covers_what_decides_a_grade_and_nothing_else():
+    files = grade.graded_files()
+    names = {path.name for path in files}
+    assert {"grade.py", "sandbox.py", "sandbox_runner.py", "harness.py", "checking.py", "assignment.py"} <= names
+    ours = course.current()
+    assert set(ours.package_files(ours.checks)) <= set(files)  # the course's checks
+    assert set(ours.package_files(ours.references[0])) <= set(files)  # its reference
+    assert ours.notebook(SLUG) in files and ours.exercises / f"{SLUG}.ipynb" in files
+    assert ours.source / SLUG / "timing.json" in files
+    # the reports, exports and the command line decide no grade: a typo fixed there regrades nothing
+    assert not names & {"report.py", "export.py", "cli.py", "validate.py", "release.py", "slurm.py",
+                        "deadlines.py", "tasks.py"}
+    assert not any("commands" in path.parts for path in files)
+
+
+def test_release_reads_a_cell_with_ipython_magics_without_them():
+    cells = ["%matplotlib inline\nimport numpy as np\n\ndef shown(x):\n    return x",
+             "%%time\nTABLE = {}",
+             "!pip list\nclass Model:\n    pass"]
+    assert _names_defined(cells) == {"shown", "TABLE", "Model"}
+
+
+@pytest.mark.parametrize("args, usage", [
+    (["grade", "nowhere", "--out", "x"], "usage: python -m autograder grade"),
+    (["merge", "nowhere", "--out", "x"], "usage: python -m autograder merge"),
+    (["export", "nowhere", "--to", "canvas", "--output", "x.csv"], "usage: python -m autograder export"),
+    (["validate", "nowhere.ipynb"], "usage: python -m autograder validate"),
+    (["release", "no_such_assignment", "--no-timing"], "usage: python -m autograder release"),
+])
+def test_each_command_shows_its_own_usage_on_its_errors(args, usage):
+    result = run_grader(*args)
+    assert result.returncode == 2 and result.stderr.startswith(usage), result.stderr
+    assert "COMMAND ..." not in result.stderr  # not the usage of the whole program
+
+
+def test_validate_help_describes_its_argument():
+    result = run_grader("validate", "--help")
+    assert result.returncode == 0
+    assert "NOTEBOOK" in result.stdout and "your exercise notebook" in result.stdout
+
+
+def test_a_rerun_keeps_the_saved_deadline_unless_told_otherwise(tmp_path):
+    batch, out = tmp_path / "class", tmp_path / "out"
+    write(batch, "alice", "not a notebook")  # graded at once: unreadable
+
+    def late_columns():
+        with open(out / "grades.csv") as handle:
+            return "late_days" in next(csv.reader(handle))
+
+    first = run_grader("grade", batch, "--out", out, "--due", "2026-03-01T23:59:00+00:00", "--late-penalty", "0.1")
+    assert first.returncode == 0, first.stderr
+    assert late_columns() and (out / "deadlines.json").is_file()
+    again = run_grader("grade", batch, "--out", out)
+    assert again.returncode == 0, again.stderr
+    assert late_columns() and "keeping the deadline" in again.stderr and "--no-due" in again.stderr
+    forgotten = run_grader("grade", batch, "--out", out, "--no-due")
+    assert forgotten.returncode == 0, forgotten.stderr
+    assert not late_columns() and not (out / "deadlines.json").exists()
+    both = run_grader("grade", batch, "--out", out, "--no-due", "--due", "2026-03-01T23:59:00+00:00")
+    assert both.returncode == 2 and "contradict" in both.stderr
+
+
+def test_grade_warns_once_while_the_site_address_is_the_placeholder(tmp_path):
+    assert tasks.placeholder_base_url()  # as the template ships: the README asks to set it
+    write(tmp_path / "class", "alice", "not a notebook")
+    result = run_grader("grade", tmp_path / "class", "--out", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("html.baseurl") == 1 and "before publishing" in result.stderr
