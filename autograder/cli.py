@@ -19,7 +19,8 @@ def main(argv=None):
                         help=f"the course file (default: {course.COURSE_FILE} of the current folder or "
                              "the nearest one above it)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    parsers = {module: module.add(commands) for module in COMMANDS}
+    # each module is named after its command
+    parsers = {module.__name__.rpartition(".")[2]: (module, module.add(commands)) for module in COMMANDS}
     args = parser.parse_args(argv)
     if args.course is not None:
         if not args.course.is_file():
@@ -28,7 +29,5 @@ def main(argv=None):
             course.use(args.course)
         except course.CourseError as error:
             parser.error(str(error))
-    for module, command_parser in parsers.items():
-        if command_parser.prog.split()[-1] == args.command:
-            return module.run(args, command_parser)
-    raise AssertionError(args.command)
+    module, command_parser = parsers[args.command]
+    return module.run(args, command_parser)

@@ -29,49 +29,51 @@ def add(commands):
 
 
 def add_options(parser):
-    """The options of `grade` that `slurm` passes on to every shard."""
-    parser.add_argument("--workers", type=int, default=None,
-                        help="submissions graded at once (default: the number of cores)")
-    parser.add_argument("--secret", type=Path, default=None, metavar="FILE",
-                        help="the key the checks' inputs are drawn from (default OUT/secret.key, "
-                             "created on first use; give shards the same file)")
-    parser.add_argument("--lms-pattern", default=None, metavar="REGEX",
-                        help="regular expression with the groups student_id and file_id (and "
-                             "optionally timestamp) for the file names of an LMS export, as for "
-                             "nbgrader zip_collect (default: "
-                             "ps1_<student>_attempt_<timestamp>_<assignment>.ipynb)")
-    parser.add_argument("--cell-timeout", type=float, default=None, metavar="S",
-                        help="seconds for every cell (default: --time-factor times the "
-                             "reference's time on that cell, at least --min-timeout, at most "
-                             f"{DEFAULTS.cell_seconds:g})")
-    parser.add_argument("--call-timeout", type=float, default=None, metavar="S",
-                        help="seconds for every call of a student's function by a hidden check "
-                             "(default: derived like a cell's, at most "
-                             f"{DEFAULTS.call_seconds:g} or --cell-timeout)")
-    parser.add_argument("--time-factor", type=float, default=DEFAULTS.time_factor, metavar="F",
-                        help="a cell or call may take F times the reference's time on it "
-                             f"(default {DEFAULTS.time_factor:g})")
-    parser.add_argument("--min-timeout", type=float, default=DEFAULTS.min_seconds, metavar="S",
-                        help=f"the least time a cell or call gets (default {DEFAULTS.min_seconds:g})")
-    parser.add_argument("--submission-timeout", type=float, default=DEFAULTS.submission_seconds,
-                        metavar="S", help="seconds for a whole submission "
-                                          f"(default {DEFAULTS.submission_seconds:g})")
-    parser.add_argument("--memory", type=int, default=DEFAULTS.memory_bytes // 2 ** 20, metavar="MB",
-                        help=f"memory of a notebook (default {DEFAULTS.memory_bytes // 2 ** 20})")
-    parser.add_argument("--due", type=_time, default=None, metavar="TIME",
-                        help="the deadline, ISO 8601 with a zone (e.g. 2026-03-01T23:59:00+01:00); "
-                             "grades.csv then gains submitted_at,late_days,raw_score. OUT keeps it "
-                             "(deadlines.json): grading into OUT again applies it unless --due or "
-                             "--no-due says otherwise")
-    parser.add_argument("--no-due", action="store_true",
-                        help="grade without a deadline, forgetting the one OUT kept")
-    parser.add_argument("--extensions", type=Path, default=None, metavar="FILE",
-                        help="a CSV student_id,due of students with their own deadline")
-    parser.add_argument("--late-penalty", type=float, default=0.0, metavar="F",
-                        help="share of the score lost per started day late (default 0: lateness "
-                             "is reported, not penalised)")
-    parser.add_argument("--late-cap", type=float, default=1.0, metavar="F",
-                        help="largest share of the score lost to lateness (default 1)")
+    """Add the options of `grade` that `slurm` passes on to every shard; return their actions."""
+    return [
+        parser.add_argument("--workers", type=int, default=None,
+                            help="submissions graded at once (default: the number of cores)"),
+        parser.add_argument("--secret", type=Path, default=None, metavar="FILE",
+                            help="the key the checks' inputs are drawn from (default OUT/secret.key, "
+                                 "created on first use; give shards the same file)"),
+        parser.add_argument("--lms-pattern", default=None, metavar="REGEX",
+                            help="regular expression with the groups student_id and file_id (and "
+                                 "optionally timestamp) for the file names of an LMS export, as for "
+                                 "nbgrader zip_collect (default: "
+                                 "ps1_<student>_attempt_<timestamp>_<assignment>.ipynb)"),
+        parser.add_argument("--cell-timeout", type=float, default=None, metavar="S",
+                            help="seconds for every cell (default: --time-factor times the "
+                                 "reference's time on that cell, at least --min-timeout, at most "
+                                 f"{DEFAULTS.cell_seconds:g})"),
+        parser.add_argument("--call-timeout", type=float, default=None, metavar="S",
+                            help="seconds for every call of a student's function by a hidden check "
+                                 "(default: derived like a cell's, at most "
+                                 f"{DEFAULTS.call_seconds:g} or --cell-timeout)"),
+        parser.add_argument("--time-factor", type=float, default=DEFAULTS.time_factor, metavar="F",
+                            help="a cell or call may take F times the reference's time on it "
+                                 f"(default {DEFAULTS.time_factor:g})"),
+        parser.add_argument("--min-timeout", type=float, default=DEFAULTS.min_seconds, metavar="S",
+                            help=f"the least time a cell or call gets (default {DEFAULTS.min_seconds:g})"),
+        parser.add_argument("--submission-timeout", type=float, default=DEFAULTS.submission_seconds,
+                            metavar="S", help="seconds for a whole submission "
+                                              f"(default {DEFAULTS.submission_seconds:g})"),
+        parser.add_argument("--memory", type=int, default=DEFAULTS.memory_bytes // 2 ** 20, metavar="MB",
+                            help=f"memory of a notebook (default {DEFAULTS.memory_bytes // 2 ** 20})"),
+        parser.add_argument("--due", type=_time, default=None, metavar="TIME",
+                            help="the deadline, ISO 8601 with a zone (e.g. 2026-03-01T23:59:00+01:00); "
+                                 "grades.csv then gains submitted_at,late_days,raw_score. OUT keeps it "
+                                 "(deadlines.json): grading into OUT again applies it unless --due or "
+                                 "--no-due says otherwise"),
+        parser.add_argument("--no-due", action="store_true",
+                            help="grade without a deadline, forgetting the one OUT kept"),
+        parser.add_argument("--extensions", type=Path, default=None, metavar="FILE",
+                            help="a CSV student_id,due of students with their own deadline"),
+        parser.add_argument("--late-penalty", type=float, default=0.0, metavar="F",
+                            help="share of the score lost per started day late (default 0: lateness "
+                                 "is reported, not penalised)"),
+        parser.add_argument("--late-cap", type=float, default=1.0, metavar="F",
+                            help="largest share of the score lost to lateness (default 1)"),
+    ]
 
 
 def check_options(args, parser):
@@ -84,14 +86,12 @@ def check_options(args, parser):
         parser.error("--extensions, --late-penalty and --late-cap need --due")
 
 
-def shard_arguments(args, parser):
-    """The command-line options of `grade` that `args` holds, as a shard's command line gets
-    them: written from the parsed values, paths made absolute (no argument is parsed twice)."""
+def shard_arguments(args, options):
+    """The command line of the `options` (add_options' actions) that `args` sets, as a shard's
+    `grade` gets them: written from the parsed values, paths made absolute (no argument is
+    parsed twice)."""
     arguments = []
-    for action in parser._actions:
-        if not action.option_strings or action.dest in ("help", "out", "shard", "sbatch_option",
-                                                        "shards", "wait", "course"):
-            continue
+    for action in options:
         value = getattr(args, action.dest, action.default)
         if value == action.default:
             continue

@@ -27,7 +27,8 @@ def add(commands):
     parser.add_argument("--wait", action="store_true",
                         help="return when the merge job has ended, with its exit status")
     parser.add_argument("--shard", type=_set_by_slurm, help=argparse.SUPPRESS)
-    grade.add_options(parser.add_argument_group("options of `grade`, for every shard"))
+    parser.set_defaults(shard_options=grade.add_options(
+        parser.add_argument_group("options of `grade`, for every shard")))
     return parser
 
 
@@ -38,8 +39,8 @@ def run(args, parser):
         parser.error("--shards must be at least 1")
     grade.check_options(args, parser)
     try:
-        _, _, status = slurm.submit(args.submissions, args.out, args.shards, grade.shard_arguments(args, parser),
-                                    args.sbatch_option, args.wait)
+        _, _, status = slurm.submit(args.submissions, args.out, args.shards,
+                                    grade.shard_arguments(args, args.shard_options), args.sbatch_option, args.wait)
     except slurm.SlurmError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -6,6 +6,7 @@ checks package (`tiny_checks`), book and site; every command of
 """
 
 import csv
+import json
 import re
 import shutil
 import subprocess
@@ -25,6 +26,9 @@ CORRECT = {"center": "def center(x):\n    return x - x.mean()",
            "normalise": "def normalise(x):\n    return x / np.sqrt(squared_norm(x))"}
 # The sample std (ddof=1) where the population std is meant: standardise fails, center passes.
 WRONG = {**CORRECT, "standardise": "def standardise(x):\n    return (x - x.mean()) / x.std(ddof=1)"}
+# The course's packages are nowhere in the student's sandbox: center and normalise fail (flagged).
+CHEAT = {**CORRECT, "center": "from tiny_reference.averages import center",
+         "normalise": "import tiny_checks\ndef normalise(x):\n    return x / np.sqrt(squared_norm(x))"}
 
 
 def engine_files():
@@ -105,7 +109,7 @@ def test_release_stamps_the_courses_own_cells(tiny):
 @pytest.fixture(scope="module")
 def graded(tiny, tmp_path_factory):
     batch = tmp_path_factory.mktemp("batch")
-    for student, implementations in (("ada", CORRECT), ("bob", WRONG), ("cy", {})):
+    for student, implementations in (("ada", CORRECT), ("bob", WRONG), ("cy", {}), ("eve", CHEAT)):
         for slug in SLUGS:
             path = batch / student / f"{slug}.ipynb"
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -126,7 +130,10 @@ def test_grade_scores_the_second_course(graded):
     assert read_grades(out) == {
         ("ada", "averages"): (3.0, 3.0, "graded"), ("ada", "norms"): (2.0, 2.0, "graded"),
         ("bob", "averages"): (1.0, 3.0, "graded"), ("bob", "norms"): (2.0, 2.0, "graded"),
-        ("cy", "averages"): (0.0, 3.0, "graded"), ("cy", "norms"): (0.0, 2.0, "graded")}
+        ("cy", "averages"): (0.0, 3.0, "graded"), ("cy", "norms"): (0.0, 2.0, "graded"),
+        ("eve", "averages"): (2.0, 3.0, "graded"), ("eve", "norms"): (0.0, 2.0, "graded")}
+    flagged = json.loads((out / "results" / "eve" / "averages.json").read_text())["flags"]
+    assert any("tiny_reference" in flag for flag in flagged), flagged
     assert "html.baseurl" not in result.stderr  # the course's site address is no placeholder
 
 
