@@ -113,7 +113,8 @@ def current():
 
 def use(path):
     """Grade the course of the course file at `path` from now on (in this process and the ones
-    it starts)."""
+    it starts): called before anything of a course is read (`--course`), as what the engine
+    derives from a course (assignments, checks, titles) is read once."""
     os.environ[ENVIRONMENT] = str(Path(path).resolve())
     current.cache_clear()
     assignments.cache_clear()
