@@ -1,10 +1,14 @@
 """The engine's command line, its version and its release, apart from any course's content."""
 
+import argparse
 import csv
+from pathlib import Path
 
 import pytest
 
 from autograder import course, grade, tasks
+from autograder.commands import grade as grade_command
+from autograder.commands import slurm as slurm_command
 from autograder.release import _names_defined
 from tests.autograder.grading import SLUG, run_grader, write
 
@@ -77,3 +81,20 @@ def test_grade_warns_once_while_the_site_address_is_the_placeholder(tmp_path):
     result = run_grader("grade", tmp_path / "class", "--out", tmp_path / "out")
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("html.baseurl") == 1 and "before publishing" in result.stderr
+
+
+def test_slurm_hands_the_grade_options_to_its_shards_as_parsed_once():
+    parser = argparse.ArgumentParser()
+    commands = parser.add_subparsers(dest="command")
+    slurm_command.add(commands)
+    grade_parser = grade_command.add(commands)
+    options = ["--memory", "512", "--due", "2026-03-01T23:59:00+01:00", "--extensions", "ext.csv",
+               "--late-penalty", "0.1", "--no-due"]
+    args = parser.parse_args(["slurm", "in", "--out", "o", "--shards", "2", *options])
+    arguments = grade_command.shard_arguments(args, args.shard_options)
+    assert arguments == ["--memory", "512", "--due", "2026-03-01T23:59:00+01:00", "--no-due",
+                         "--extensions", str(Path("ext.csv").resolve()), "--late-penalty", "0.1"]
+    shard = grade_parser.parse_args(["in", "--out", "o", *arguments])
+    for action in args.shard_options:  # the shard's grade gets the values slurm parsed
+        expected = getattr(args, action.dest)
+        assert getattr(shard, action.dest) == (expected.resolve() if isinstance(expected, Path) else expected)
