@@ -2,6 +2,7 @@
 
 import argparse
 import csv
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,14 @@ def test_slurm_hands_the_grade_options_to_its_shards_as_parsed_once():
     for action in args.shard_options:  # the shard's grade gets the values slurm parsed
         expected = getattr(args, action.dest)
         assert getattr(shard, action.dest) == (expected.resolve() if isinstance(expected, Path) else expected)
+
+
+def test_the_readme_asks_for_the_site_address_and_describes_the_course_file():
+    readme = (course.ENGINE.parent / "README.md").read_text(encoding="utf-8")
+    settings = readme.split("fills in before")[1].split("```")[1]  # the settings to fill in
+    assert "baseurl:" in settings
+    assert "## Reusing the grader for your course" in readme
+    data = tomllib.loads(course.current().file.read_text())
+    fields = [key for key in data if key != "book"] + [f"book.{key}" for key in data["book"]]
+    for field in fields:  # the course file, field by field
+        assert f"| `{field}` |" in readme, field
