@@ -9,7 +9,7 @@ Every point is decided outside the student's process. For each submission:
 3. the hidden checks run here, in the grader, on inputs drawn from a secret
    seed; they call the student's functions through proxies that send plain
    data to the sandbox and get plain data back, and compare with the
-   reference (`autograder/checks/`).
+   reference (the course's checks package, named in its course file).
 
 Submissions are graded in parallel by worker processes. Each finished
 submission is written at once, atomically, to OUT/results/<student>/<assignment>.json
@@ -36,12 +36,11 @@ from pathlib import Path
 import nbformat
 
 from . import assignment as assignments_
-from . import deadlines, report, timing
-from .flags import flags
-from .checks import harness
-from .checks.checking import CheckFailed
+from . import course, deadlines, harness, report, tasks, timing
+from .checking import CheckFailed
 from .collect import LMS_PATTERN, MAX_NOTEBOOK_BYTES, Submission, collect, refused_rows, unpack
-from .course import ROOT, assignments
+from .course import assignments
+from .flags import flags
 from .messages import failure_message
 from .sandbox import Limits, Sandbox, SandboxStopped, check_available
 
@@ -103,6 +102,10 @@ def grade(submissions, out, workers=None, shard=None, secret=None, limits=Limits
     """
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     check_available()
+    if tasks.placeholder_base_url():
+        log(f"warning: html.baseurl in {course.current().book_config.name} is still the template's "
+            f"{tasks.base_url()}: the feedback links to the chapters lead nowhere until it is the "
+            "published site's address (README: before publishing)")
     out = Path(out)
     (out / "results").mkdir(parents=True, exist_ok=True)  # even for a shard with no students
     key = _secret_key(Path(secret) if secret else out / "secret.key")
@@ -189,7 +192,7 @@ def grade_one(submission, fingerprint, out, key, limits=Limits()):
     flagged = flags([cell.source for cell in notebook.cells
                      if cell.cell_type == "code" and cell.source not in released])
     sandbox = sandbox_for(submission.assignment, cells, limits)
-    harness.SECRET = _seed(key, fingerprint)
+    secret = _seed(key, fingerprint)
     try:
         try:
             outputs = {output["id"]: output for output in sandbox.run()}
@@ -201,11 +204,10 @@ def grade_one(submission, fingerprint, out, key, limits=Limits()):
         for test in spec.tests:
             if not sandbox.alive and restarts < RESTARTS:
                 sandbox, restarts = _restart(sandbox), restarts + 1
-            checks.append(_run_test(test, visible.get(test.grade_id), sandbox))
+            checks.append(_run_test(test, visible.get(test.grade_id), sandbox, secret))
         seconds = {**seconds, "checks": time.monotonic() - started}
     finally:
         sandbox.close()
-        harness.SECRET = None
     statuses = [status for status, _ in sandbox.events] + ["invalid-structure"] * bool(problems)
     status = min(statuses, key=STATUSES.index, default="graded")
     notes = problems + [reason for _, reason in sandbox.events]
@@ -241,8 +243,9 @@ def _restart(sandbox):
     return fresh
 
 
-def _run_test(test, visible, sandbox):
-    """The Check of one check cell: its visible part ran in the sandbox, its hidden part runs here."""
+def _run_test(test, visible, sandbox, secret):
+    """The Check of one check cell: its visible part ran in the sandbox, its hidden part runs here,
+    on inputs drawn with the submission's `secret`."""
     def failed(message):
         return Check(test.grade_id, 0.0, test.points, message)
 
@@ -254,7 +257,8 @@ def _run_test(test, visible, sandbox):
         return failed("not graded: the notebook's process had stopped before this check ran")
     namespace = dict(sandbox.functions)
     try:
-        exec(compile(test.hidden, f"<hidden checks of {test.grade_id}>", "exec"), namespace)
+        with harness.secret(secret):
+            exec(compile(test.hidden, f"<hidden checks of {test.grade_id}>", "exec"), namespace)
     except CheckFailed as failure:
         return failed(str(failure))
     except SandboxStopped as stop:
@@ -324,16 +328,27 @@ def _seed(key, fingerprint):
     return int.from_bytes(hmac.new(key, fingerprint.encode(), hashlib.sha256).digest()[:8], "big")
 
 
+# The engine's modules that decide a grade (not the reports, exports or command line: a
+# change there regrades nothing).
+GRADING_MODULES = ("assignment", "checking", "collect", "flags", "grade", "harness", "messages",
+                   "sandbox", "sandbox_runner", "timing", "wire")
+
+
+def graded_files():
+    """The files whose contents decide a grade: the grading code, the course's checks and
+    references, its released and instructor notebooks and the reference's times."""
+    this = course.current()
+    return [*(course.ENGINE / f"{module}.py" for module in GRADING_MODULES),
+            *(path for package in (this.checks, *this.references) for path in this.package_files(package)),
+            *sorted(this.exercises.glob("*.ipynb")), *sorted(this.source.rglob("*.ipynb")),
+            *sorted(this.source.rglob("timing.json"))]
+
+
 def _grader_version(limits):
-    """A digest of everything that decides a grade: checks, references, notebooks, limits
-    (and the reference's times, from which the limits derive)."""
+    """A digest of everything that decides a grade: `graded_files` and the limits."""
     digest = hashlib.sha256(repr(limits).encode())
-    files = [*sorted((ROOT / "autograder").rglob("*.py")), *sorted((ROOT / "solutions").glob("*.py")),
-             *sorted((ROOT / "exercises").glob("*.ipynb")),
-             *sorted((ROOT / "autograder" / "source").rglob("*.ipynb")),
-             *sorted((ROOT / "autograder" / "source").rglob("timing.json"))]
-    for path in files:
-        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    for path in graded_files():
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 

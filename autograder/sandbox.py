@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from . import wire
+from .course import ENGINE_PACKAGE, current
 
 HERE = Path(__file__).resolve().parent
 RUNNER_FILES = (HERE / "sandbox_runner.py", HERE / "wire.py")
@@ -115,7 +116,7 @@ def _bwrap(folder, uid, limits):
         for parent in reversed(readable.parents[:-1]):
             command += ["--perms", "0755", "--dir", str(parent)]
         command += ["--ro-bind", str(readable), str(readable)]
-    for package in ("solutions", "autograder"):  # should they be installed as copies, hide them
+    for package in (ENGINE_PACKAGE, *current().packages):  # should they be installed as copies, hide them
         spec = importlib.util.find_spec(package)
         location = Path(spec.origin).parent if spec and spec.origin else None
         if location and venv in location.parents:
