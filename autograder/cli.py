@@ -92,6 +92,11 @@ def main(argv=None):
     export_parser.add_argument("--match-column", default=None, metavar="NAME",
                                help="the roster column holding the grader's student ids (default: "
                                     + "; ".join(f"{k}: {v}" for k, v in export.MATCH_COLUMNS.items()) + ")")
+    export_parser.add_argument("--allow-unmatched", action="store_true",
+                               help="export even if some results have no roster row (listed; default: exit 1)")
+    export_parser.add_argument("--rescale", action="store_true",
+                               help="where the roster's points possible differ from ours, scale each score "
+                                    "to them (default: exit 1)")
 
     slurm_parser = commands.add_parser(
         "slurm", help="grade on a Slurm cluster: a job array of shards, then a merge job",
@@ -129,7 +134,11 @@ def main(argv=None):
         return 0 if ok else 1
     if args.command == "export":
         try:
-            export.export(args.out, args.to, args.output, args.roster, args.match_column)
+            export.export(args.out, args.to, args.output, args.roster, args.match_column,
+                          args.allow_unmatched, args.rescale)
+        except export.Refused as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
         except (OSError, ValueError) as error:
             parser.error(str(error))
         print(f"wrote {args.output}", file=sys.stderr)
