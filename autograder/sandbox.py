@@ -296,7 +296,7 @@ class Sandbox:
                    for cell_id, _ in self.cells}
         self._send({"op": "run", "cells": self.cells, "cell_timeout": self.limits.cell_seconds,
                     "cell_timeouts": seconds, "stopping_cells": sorted(self.timeouts.stopping_cells),
-                    "stopped": self.stopped, "limits": limits})
+                    "stopped": self.stopped, "places": self.places, "limits": limits})
         results = []
         for cell_id, _ in self.cells:
             where = self.places.get(cell_id, f"the cell {cell_id}")

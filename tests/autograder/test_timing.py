@@ -112,6 +112,7 @@ def test_stuck_attention_costs_one_limit_and_loses_only_its_checks(graded_stuck)
         assert first.score == later.score == 0
         assert "scaled_dot_product_attention ran longer than its limit of 2 s" in first.message, first
         assert "is not called again" in later.message, later  # it failed at once, not after its limit
+        assert "in the check cell of task “Scaled dot-product attention”" in later.message, later
         # the submission's note names the task and the function, not a cell number
         assert any(note.startswith("scaled_dot_product_attention ran longer than its time limit of 2 s in "
                                    "the check cell of task “Scaled dot-product attention”")
