@@ -204,8 +204,9 @@ def not_graded_html(result, reason):
 # -- the instructor's summary -------------------------------------------------------------
 
 def summary_html(results, policy=None):
-    """Per assignment: score histogram, share failing each check with its commonest reasons,
-    and the submissions that were not simply graded; with a deadline, who was late and by how much."""
+    """Every student's scores, linked to their feedback; per assignment: score histogram, share
+    failing each check with its commonest reasons, and the submissions that were not simply
+    graded; with a deadline, who was late and by how much."""
     parts = ["<h1>Grading summary</h1>",
              f"<p>{plural(len(results), 'submission')} of {plural(len({r.student_id for r in results}), 'student')}."
              "</p>", _students_table(results, policy)]
