@@ -204,6 +204,7 @@ def grade_one(submission, fingerprint, out, key, limits=Limits()):
         for test in spec.tests:
             if not sandbox.alive and restarts < RESTARTS:
                 sandbox, restarts = _restart(sandbox), restarts + 1
+            sandbox.task = tasks.titles(submission.assignment).get(test.grade_id)  # for its messages
             checks.append(_run_test(test, visible.get(test.grade_id), sandbox, secret))
         seconds = {**seconds, "checks": time.monotonic() - started}
     finally:
@@ -236,6 +237,7 @@ def _restart(sandbox):
     fresh = Sandbox(sandbox.cells, sandbox.limits, sandbox.uid, timeouts=sandbox.timeouts)
     fresh.events, fresh.deadline = sandbox.events, sandbox.deadline  # no new time
     fresh.stopped = sandbox.stopped  # nor new calls of what ran out of time
+    fresh.places = sandbox.places
     try:
         fresh.run()
     except SandboxStopped:
@@ -278,7 +280,9 @@ def sandbox_for(name, cells, limits):
     code = [(str(i), cell.source) for i, cell in enumerate(cells) if cell.cell_type == "code"]
     timeouts = timing.timeouts(name, [(str(i), assignments_.grade_id(cell)) for i, cell in enumerate(cells)],
                                limits)
-    return Sandbox(code, limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=timeouts)
+    sandbox = Sandbox(code, limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=timeouts)
+    sandbox.places = tasks.places(name, cells)  # its messages name the task, not a cell number
+    return sandbox
 
 
 def _not_graded(submission, status, reason, out, fingerprint="", notes=(), flagged=()):

@@ -45,6 +45,26 @@ def sections(name):
             if cell.metadata.get("nbgrader", {}).get("grade") and "section" in cell.metadata.get("course", {})}
 
 
+def places(name, cells):
+    """{cell id (index in `cells`, a fitted notebook of `name`): where that code cell is, in words
+    for a message}: by the title of the task it belongs to, never by a cell number (numbers count
+    Markdown cells and are shown nowhere). Only the released headings count: a student's own
+    Markdown cannot rename a task."""
+    spec = load(name)
+    released, tasks = {grade_id(c) for c in spec.cells} - {None}, set(titles(name).values())
+    found, task = {}, None
+    for index, cell in enumerate(cells):
+        mine = grade_id(cell) not in released
+        if cell.cell_type == "markdown":
+            task = next((t for t in reversed(HEADING.findall(cell.source)) if t in tasks and not mine), task)
+            continue
+        kind = ("a cell of your own" if mine else "the check cell" if cell.metadata["nbgrader"].get("grade")
+                else "your answer cell" if grade_id(cell) in spec.solutions else "a given cell")
+        found[str(index)] = (f"{kind} {'after' if mine else 'of'} task “{task}”" if task
+                             else f"{kind} before the first task")
+    return found
+
+
 def chapter_labels(name):
     """The MyST labels `(name)=` of the chapter of `name`, in order ([] without a chapter)."""
     path = current().root / current().chapter.format(slug=name)
