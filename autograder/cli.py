@@ -1,4 +1,4 @@
-"""The command line: `python -m autograder release | grade | merge | slurm | export | validate`."""
+"""The command line: `python -m autograder release | grade | merge | slurm | export | validate | similarity`."""
 
 import argparse
 import re
@@ -109,6 +109,8 @@ def main(argv=None):
     slurm_parser.add_argument("--wait", action="store_true",
                               help="return when the merge job has ended, with its exit status")
 
+    similarity_parser = _similarity_parser(commands)
+
     args, passed_on = parser.parse_known_args(argv)
     if passed_on and args.command != "slurm":
         parser.error(f"unrecognized arguments: {' '.join(passed_on)}")
@@ -134,6 +136,8 @@ def main(argv=None):
             parser.error(str(error))
         print(f"wrote {args.output}", file=sys.stderr)
         return 0
+    if args.command == "similarity":
+        return _similarity(args, similarity_parser)
     if args.command == "merge":
         missing = [str(path) for path in args.shards if not (path / "results").is_dir()]
         if missing:
@@ -176,6 +180,35 @@ def main(argv=None):
     graded = sum(r.status == "graded" for r in results)
     print(f"graded {graded} of {len(results)} submissions without a problem; results in {args.out} "
           f"(summary: {args.out / 'summary.html'})", file=sys.stderr)
+    return 0
+
+
+def _similarity_parser(commands):
+    from .similarity import THRESHOLD
+    parser = commands.add_parser(
+        "similarity", help="rank the pairs of students by the code they share, for a person to read",
+        description="Writes OUT/similarity/NAME.html (pairs ranked, shared lines side by side) and "
+                    "NAME.csv (every pair), linked from OUT/summary.html. It decides nothing.")
+    parser.add_argument("out", type=Path, help="the OUT folder of `grade`")
+    parser.add_argument("--assignment", required=True, metavar="NAME")
+    parser.add_argument("--threshold", type=float, default=THRESHOLD, metavar="F",
+                        help=f"pairs at least this similar (0 to 1) are shown side by side (default {THRESHOLD:g})")
+    return parser
+
+
+def _similarity(args, parser):
+    from . import similarity
+    if not (args.out / "results").is_dir():
+        parser.error(f"not the output of `grade`: {args.out}")
+    if args.assignment not in assignments():
+        parser.error(f"no assignment {args.assignment!r}; the assignments are {', '.join(assignments())}")
+    if not 0 <= args.threshold <= 1:
+        parser.error("--threshold must be between 0 and 1")
+    pairs, left_out = similarity.run(args.out, args.assignment, args.threshold)
+    shown = sum(pair.similarity >= args.threshold for pair in pairs)
+    print(f"{len(pairs)} pairs compared, {shown} at least {args.threshold:g} similar, {len(left_out)} "
+          f"students not compared; wrote {args.out / 'similarity' / args.assignment}.html and .csv",
+          file=sys.stderr)
     return 0
 
 
