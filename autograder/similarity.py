@@ -92,23 +92,27 @@ class Pair:
                        for position in code.fingerprints[fingerprint] for offset in range(K)})
 
     def passages(self):
-        """[(lines of a, lines of b)]: runs of shared fingerprints in the same order in both."""
+        """[(lines of a, lines of b)], in the order of a: chains of shared fingerprints that come in
+        the same order in both (a chain that only repeats lines of a longer one is left out)."""
         matches = sorted((pa, pb) for fingerprint in self.shared
-                         for pa in self.a.fingerprints[fingerprint][:1] for pb in self.b.fingerprints[fingerprint][:1])
-        runs = []
+                         for pa in self.a.fingerprints[fingerprint] for pb in self.b.fingerprints[fingerprint])
+        chains = []  # [first of a, last of a, first of b, last of b, matches]
         for pa, pb in matches:
-            last = runs[-1] if runs else None
-            if last and 0 <= pa - last[1] <= K + W and 0 < pb - last[3] <= K + W:
-                last[1], last[3] = pa, pb
+            following = [c for c in chains if 0 < pa - c[1] <= K + W and 0 < pb - c[3] <= K + W]
+            if following:
+                chain = min(following, key=lambda c: pa - c[1] + pb - c[3])
+                chain[1], chain[3], chain[4] = pa, pb, chain[4] + 1
             else:
-                runs.append([pa, pa, pb, pb])
-        spans = []
-        for a_first, a_last, b_first, b_last in runs:
-            span = (range(self.a.token_lines[a_first], self.a.token_lines[a_last + K - 1] + 1),
-                    range(self.b.token_lines[b_first], self.b.token_lines[b_last + K - 1] + 1))
-            if span not in spans:
-                spans.append(span)
-        return spans
+                chains.append([pa, pa, pb, pb, 1])
+        shown, seen_a, seen_b = [], set(), set()
+        for a_first, a_last, b_first, b_last, _ in sorted(chains, key=lambda c: -c[4]):
+            lines_a = range(self.a.token_lines[a_first], self.a.token_lines[a_last + K - 1] + 1)
+            lines_b = range(self.b.token_lines[b_first], self.b.token_lines[b_last + K - 1] + 1)
+            if not (seen_a.issuperset(lines_a) or seen_b.issuperset(lines_b)):
+                shown.append((lines_a, lines_b))
+                seen_a.update(lines_a)
+                seen_b.update(lines_b)
+        return sorted(shown, key=lambda span: (span[0].start, span[1].start))
 
 
 # -- fingerprints -------------------------------------------------------------------
@@ -337,10 +341,13 @@ def _html(name, pairs, left_out, compared, threshold):
 
 def _distribution(similarities, threshold):
     """A histogram of every pair's similarity, with the threshold marked."""
+    from matplotlib import ticker
     figure, axes = report._pyplot().subplots(figsize=(6, 2.4))
     axes.hist(similarities, bins=[i / 40 for i in range(41)], color="#4477aa")
     axes.axvline(threshold, color="#cc6677", linestyle="--")
-    axes.set(xlim=(0, 1), xlabel="similarity", ylabel="pairs", yscale="log",
+    axes.set(xlim=(0, 1), xlabel="similarity", ylabel="pairs (log scale)", yscale="log",
              title="every pair's similarity (dashed: the threshold)")
+    axes.yaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    axes.yaxis.set_minor_formatter(ticker.NullFormatter())
     axes.spines[["top", "right"]].set_visible(False)
     return f"<figure role='img' aria-label='histogram of the pairs&#39; similarity'>{report._svg(figure)}</figure>"
