@@ -61,11 +61,13 @@ K = 10  # tokens per K-gram: shorter shared passages are noise (a call, a return
 W = 6  # window: a shared passage of K + W - 1 = 15 tokens (about a line) is always found
 THRESHOLD = 0.4  # default: pairs at least this similar are shown side by side
 MAX_SHOWN = 200  # pairs shown side by side at most (the CSV has every pair)
+MAX_PLACES = 20  # places of one fingerprint in one student's code kept at most
+MAX_CHARACTERS = 100_000  # of a student's code compared at most (about 2000 lines, seconds of Pygments)
 CSV_COLUMNS = ["student_a", "student_b", "similarity", "share_a", "share_b", "shared_fingerprints",
                "fingerprints_a", "fingerprints_b", "lines_a", "lines_b"]
 _KEPT_NAMES = (tokens_.Name.Builtin, tokens_.Name.Exception, tokens_.Name.Decorator)
 _DROPPED = (tokens_.Comment, tokens_.Text, tokens_.String.Doc)
-_LEXER = PythonLexer()
+_LEXER = PythonLexer()  # its unprocessed tokens: offsets into the source as it is
 
 
 @dataclass
@@ -75,6 +77,7 @@ class Code:
     lines: list  # (cell header or None, line of code)
     token_lines: list = field(default_factory=list)  # line index of each kept token
     fingerprints: dict = field(default_factory=dict)
+    cut: bool = False  # longer than MAX_CHARACTERS: only the beginning was compared
 
 
 @dataclass
@@ -100,14 +103,16 @@ class Pair:
         the same order in both (a chain that only repeats lines of a longer one is left out)."""
         matches = sorted((pa, pb) for fingerprint in self.shared
                          for pa in self.a.fingerprints[fingerprint] for pb in self.b.fingerprints[fingerprint])
-        chains = []  # [first of a, last of a, first of b, last of b, matches]
+        chains, open_ = [], []  # [first of a, last of a, first of b, last of b, matches]
         for pa, pb in matches:
-            following = [c for c in chains if 0 < pa - c[1] <= K + W and 0 < pb - c[3] <= K + W]
+            open_ = [c for c in open_ if pa - c[1] <= K + W]  # matches come in the order of a
+            following = [c for c in open_ if 0 < pa - c[1] and 0 < pb - c[3] <= K + W]
             if following:
                 chain = min(following, key=lambda c: pa - c[1] + pb - c[3])
                 chain[1], chain[3], chain[4] = pa, pb, chain[4] + 1
             else:
                 chains.append([pa, pa, pb, pb, 1])
+                open_.append(chains[-1])
         shown, seen_a, seen_b = [], set(), set()
         for a_first, a_last, b_first, b_last, _ in sorted(chains, key=lambda c: -c[4]):
             lines_a = range(self.a.token_lines[a_first], self.a.token_lines[a_last + K - 1] + 1)
@@ -189,7 +194,11 @@ def fingerprint(student_id, cells, given):
     given_lines, given_hashes = given
     code = Code(student_id, [])
     words = []
+    budget = MAX_CHARACTERS
     for cell_id, source in cells:
+        code.cut = code.cut or len(source) > budget
+        source = source[:budget]
+        budget -= len(source)
         code.lines.append((f"cell {cell_id}" if cell_id else "a cell the student added", ""))
         first = len(code.lines)
         starts = [0]
@@ -202,13 +211,13 @@ def fingerprint(student_id, cells, given):
                 words.append(text)
                 code.token_lines.append(line)
     hashes = kgram_hashes(words)
-    for position, value in winnow(hashes):
-        if value not in given_hashes:
-            code.fingerprints.setdefault(value, []).append(position)
-    # every position of a chosen hash, so that all the lines it covers are shown
+    code.fingerprints = {value: [] for _, value in winnow(hashes) if value not in given_hashes}
+    # the places of each chosen hash, so that the lines it covers are shown (a few: code that
+    # repeats one line ten thousand times must not make the comparison quadratic)
     for position, value in enumerate(hashes):
-        if value in code.fingerprints and position not in code.fingerprints[value]:
-            code.fingerprints[value].append(position)
+        places = code.fingerprints.get(value)
+        if places is not None and len(places) < MAX_PLACES:
+            places.append(position)
     return code
 
 
@@ -230,7 +239,7 @@ def run(out, name, threshold=THRESHOLD):
     where `left out` is [(student, why)] of the students not compared."""
     out = Path(out)
     given = boilerplate(name)
-    codes, left_out = [], []
+    codes, left_out, notes = [], [], []
     for result in grade.load_results(out):
         if result.assignment != name:
             continue
@@ -240,6 +249,9 @@ def run(out, name, threshold=THRESHOLD):
             left_out.append((result.student_id, why))
             continue
         code = fingerprint(result.student_id, result.code, given)
+        if code.cut:
+            notes.append((result.student_id, f"only the first {MAX_CHARACTERS} characters of their code "
+                                             "were compared"))
         if code.fingerprints:
             codes.append(code)
         else:
@@ -247,7 +259,7 @@ def run(out, name, threshold=THRESHOLD):
     pairs = compare(codes)
     folder = out / "similarity"
     grade.write_atomic(folder / f"{name}.csv", _csv(pairs))
-    grade.write_atomic(folder / f"{name}.html", _html(name, pairs, left_out, len(codes), threshold))
+    grade.write_atomic(folder / f"{name}.html", _html(name, pairs, left_out + notes, len(codes), threshold))
     grade.write_reports(out)  # the summary links to the report
     return pairs, left_out
 
@@ -336,7 +348,7 @@ def _html(name, pairs, left_out, compared, threshold):
         for student, (index, code) in ids.items():
             parts.append(f"<h3 id='student-{index}'>{e(student)}</h3>"
                          + _listing(code, range(len(code.lines)), marked[student]))
-    parts.append(f"<h2>Not compared ({len(left_out)})</h2>")
+    parts.append(f"<h2>Not compared, or not all ({len(left_out)})</h2>")
     if left_out:
         parts.append("<table><tr><th>student</th><th>why</th></tr>" + "".join(
             f"<tr><td>{e(student)}</td><td>{e(why)}</td></tr>" for student, why in left_out) + "</table>")

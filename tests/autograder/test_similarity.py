@@ -68,6 +68,25 @@ def test_renaming_recommenting_and_respacing_change_no_fingerprint():
     assert original.fingerprints and original.fingerprints.keys() == disguised.fingerprints.keys()
 
 
+def test_each_token_is_placed_on_its_own_line():
+    source = "\n\n\r\n" + B["scaled_dot_product_attention"].replace("\n", "\r\n")
+    code = similarity.fingerprint("x", [["scaled_dot_product_attention", source]], (set(), set()))
+    words = [text for text, _ in similarity.normalised_tokens(source)]
+    assert len(words) == len(code.token_lines) > 50
+    for word, line in zip(words, code.token_lines):
+        assert word in "VS" or word in code.lines[line][1], (word, code.lines[line])
+
+
+def test_endless_repetitive_code_is_cut_and_said_to_be(tmp_path, monkeypatch):
+    monkeypatch.setattr(similarity, "MAX_CHARACTERS", 2000)
+    line = "x = np.exp(x - x.max(axis=-1, keepdims=True))\n"
+    students = {name: notebook(B, [line * 10_000]) for name in ("b", "b-again")}
+    [pair], _ = similarity.run(write_class(tmp_path, students), SLUG)
+    assert pair.similarity == 1.0 and len(pair.a.lines) < 60 and len(pair.passages()) < 10
+    page = (tmp_path / "similarity" / f"{SLUG}.html").read_text()
+    assert "only the first 2000 characters of their code were compared" in page
+
+
 def test_winnowing_finds_every_passage_of_the_guaranteed_length():
     """Schleimer et al.'s guarantee: texts sharing K + W - 1 tokens share a fingerprint."""
     import random
