@@ -204,7 +204,7 @@ def fingerprint(student_id, cells, given):
         starts = [0]
         for line in source.splitlines(keepends=True):
             starts.append(starts[-1] + len(line))
-            code.lines.append((None, line.rstrip("\n")))
+            code.lines.append((None, line.rstrip("\r\n")))
         for text, offset in normalised_tokens(source):
             line = first + bisect.bisect_right(starts, offset) - 1
             if code.lines[line][1].strip() not in given_lines:
