@@ -106,6 +106,14 @@ def fit(assignment, notebook):
     return cells, problems
 
 
+def own_code(assignment, cells):
+    """[[grade_id or None, source]] of the code cells in the fitted `cells` that are the
+    student's: their answer cells and the cells they added (not the course's cells)."""
+    course = {grade_id(c) for c in assignment.cells} - assignment.solutions - {None}
+    return [[grade_id(cell), cell.source] for cell in cells
+            if cell.cell_type == "code" and grade_id(cell) not in course]
+
+
 def _copy(cell):
     """The student's cell with only what grading needs (no outputs, no stray metadata)."""
     copy = nbformat.from_dict({"cell_type": cell.cell_type, "source": cell.source,

@@ -72,6 +72,7 @@ class Result:
     flags: list = field(default_factory=list)  # what the code does to the grading, for the instructor
     seconds: dict = field(default_factory=dict)  # where the time went: start, imports, cells, checks
     submitted_at: str = ""  # as the LMS export or nbgrader's timestamp.txt says ('' if unknown)
+    code: list = field(default_factory=list)  # [grade_id or None, source] of the student's own code cells
 
     @property
     def score(self):
@@ -188,6 +189,7 @@ def grade_one(submission, fingerprint, out, key, limits=Limits()):
 
     spec = assignments_.load(submission.assignment)
     cells, problems = assignments_.fit(spec, notebook)
+    code = assignments_.own_code(spec, cells)
     released = {cell.source for cell in spec.cells}
     flagged = flags([cell.source for cell in notebook.cells
                      if cell.cell_type == "code" and cell.source not in released])
@@ -197,7 +199,7 @@ def grade_one(submission, fingerprint, out, key, limits=Limits()):
         try:
             outputs = {output["id"]: output for output in sandbox.run()}
         except SandboxStopped as stop:
-            return _not_graded(submission, stop.status, stop.reason, out, fingerprint, problems, flagged)
+            return _not_graded(submission, stop.status, stop.reason, out, fingerprint, problems, flagged, code)
         visible = {assignments_.grade_id(cell): outputs.get(str(i)) for i, cell in enumerate(cells)}
         checks, restarts, started = [], 0, time.monotonic()
         seconds = sandbox.seconds
@@ -214,7 +216,7 @@ def grade_one(submission, fingerprint, out, key, limits=Limits()):
     notes = problems + [reason for _, reason in sandbox.events]
     result = Result(submission.student_id, submission.assignment, status, checks, notes, fingerprint, flagged,
                     {phase: round(s, 4) for phase, s in seconds.items()},
-                    submitted_at=submission.timestamp)
+                    submitted_at=submission.timestamp, code=code)
     _save(out, result, report.feedback_html(result, cells, outputs))
     return result
 
@@ -285,11 +287,12 @@ def sandbox_for(name, cells, limits):
     return sandbox
 
 
-def _not_graded(submission, status, reason, out, fingerprint="", notes=(), flagged=()):
+def _not_graded(submission, status, reason, out, fingerprint="", notes=(), flagged=(), code=()):
     spec = assignments_.load(submission.assignment)
     checks = [Check(t.grade_id, 0.0, t.points, f"not graded: {reason}") for t in spec.tests]
     result = Result(submission.student_id, submission.assignment, status, checks,
-                    [*notes, reason], fingerprint, list(flagged), submitted_at=submission.timestamp)
+                    [*notes, reason], fingerprint, list(flagged), submitted_at=submission.timestamp,
+                    code=list(code))
     _save(out, result, report.not_graded_html(result, reason))
     return result
 
@@ -383,7 +386,8 @@ def write_reports(out):
     results, policy = load_results(out), deadlines.load(out)
     write_atomic(out / "grades.csv", report.grades_csv(results, policy))
     write_atomic(out / "details.csv", report.details_csv(results))
-    write_atomic(out / "summary.html", report.summary_html(results, policy))
+    similarity = {path.stem for path in (out / "similarity").glob("*.html")}  # `similarity` wrote them
+    write_atomic(out / "summary.html", report.summary_html(results, policy, similarity))
     for result in results:  # what the deadline did, on the student's page
         page = out / "feedback" / result.student_id / f"{result.assignment}.html"
         try:

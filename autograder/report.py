@@ -45,6 +45,7 @@ pre{background:#f6f6f6;padding:.6rem;overflow-x:auto;white-space:pre-wrap}
 .cell{margin:1rem 0}.check{border-left:4px solid #999;padding-left:.6rem}
 .pass{border-color:#2a7}.fail{border-color:#c33}.err{color:#a00}.note{color:#a60}
 .highlight pre{background:#f6f6f6}
+.pair td{width:50%}.m{background:#fde68a}.hd{color:#777}
 """ + CODE.get_style_defs(".highlight") + "</style>"
 
 
@@ -203,10 +204,11 @@ def not_graded_html(result, reason):
 
 # -- the instructor's summary -------------------------------------------------------------
 
-def summary_html(results, policy=None):
+def summary_html(results, policy=None, similarity=()):
     """Every student's scores, linked to their feedback; per assignment: score histogram, share
     failing each check with its commonest reasons, and the submissions that were not simply
-    graded; with a deadline, who was late and by how much."""
+    graded; with a deadline, who was late and by how much. `similarity`: the assignments with a
+    similarity report (OUT/similarity/<name>.html), linked."""
     parts = ["<h1>Grading summary</h1>",
              f"<p>{plural(len(results), 'submission')} of {plural(len({r.student_id for r in results}), 'student')}."
              "</p>", _students_table(results, policy)]
@@ -218,6 +220,9 @@ def summary_html(results, policy=None):
         statuses = collections.Counter(r.status for r in group)
         parts.append(f"<h2>{html.escape(name)}</h2><p>" + ", ".join(
             f"{count} {html.escape(status)}" for status, count in statuses.most_common()) + "</p>")
+        if name in similarity:
+            parts.append(f"<p><a href='similarity/{html.escape(name)}.html'>Similarity of the students' "
+                         "code</a>: pairs ranked for you to read (it decides nothing).</p>")
         if not handed_in:
             continue
         parts.append(_histogram([r.score for r in handed_in], group[0].max_score, name))
