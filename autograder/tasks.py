@@ -63,6 +63,11 @@ SECTIONS = {
                         "test_multi_head_attention_backward": "backpropagation-layers"},
     "training": {"test_noam_learning_rate": "training-adam", "test_adam_step": "training-adam",
                  "test_train": "training-loop"},
+    "efficient_attention": {"test_kv_cache_bytes": "efficient-attention-cache",
+                            "test_grouped_query_attention": "efficient-attention-gqa",
+                            "test_sliding_window_mask": "efficient-attention-sliding-window",
+                            "test_flash_attention": "efficient-attention-flash",
+                            "test_flash_attention_backward": "efficient-attention-flash-backward"},
 }
 
 HEADING = re.compile(r"^#{2,4}\s+(?:\d+[a-z]?\.\s+)?(?P<title>.+?)(?:\s*\([^()]*\bpoints?\b[^()]*\))?\s*$",

@@ -17,6 +17,7 @@ sliding window and ``causal=True`` use this alignment.
 """
 
 import math
+import tracemalloc
 
 import numpy as np
 
@@ -219,6 +220,26 @@ def mean_pool_kv_heads(params, num_heads, num_kv_heads):
         pooled[f"W_{n}"] = W.reshape(d_model, num_kv_heads * d_head)
         pooled[f"b_{n}"] = params[f"b_{n}"].reshape(num_kv_heads, group, d_head).mean(axis=1).reshape(-1)
     return pooled
+
+
+def peak_memory(function, *args, **kwargs):
+    """``(function(*args, **kwargs), peak)``: the result, and the most memory the call held at once.
+
+    ``peak`` is in bytes, measured by ``tracemalloc`` (NumPy reports its
+    arrays to it) above what was allocated before the call: the arrays the
+    call creates, not its inputs. It sees this process only.
+    """
+    tracing = tracemalloc.is_tracing()
+    if not tracing:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    before = tracemalloc.get_traced_memory()[0]
+    try:
+        result = function(*args, **kwargs)
+        return result, tracemalloc.get_traced_memory()[1] - before
+    finally:
+        if not tracing:
+            tracemalloc.stop()
 
 
 # -- helpers ---------------------------------------------------------------------
