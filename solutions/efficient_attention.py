@@ -242,6 +242,28 @@ def peak_memory(function, *args, **kwargs):
             tracemalloc.stop()
 
 
+def repeat_kv_heads(params, num_heads, num_kv_heads):
+    """Grouped-query parameters as the multi-head parameters that compute the same attention.
+
+    Key/value head ``j``'s columns of ``W_k``, ``W_v`` (and its biases) are
+    repeated for the ``num_heads / num_kv_heads`` query heads of group ``j``:
+    ``multi_head_attention`` with the result equals ``grouped_query_attention``
+    with ``params``, so any model built on ``multi_head_attention`` runs
+    grouped. The inverse of ``mean_pool_kv_heads`` on tied heads.
+    """
+    d_model = params["W_q"].shape[0]
+    _check_heads(d_model, num_heads)
+    if num_heads % num_kv_heads:
+        raise ValueError(f"num_heads={num_heads} must be a multiple of num_kv_heads={num_kv_heads}")
+    d_head, group = d_model // num_heads, num_heads // num_kv_heads
+    repeated = dict(params)
+    for n in "kv":
+        W = params[f"W_{n}"].reshape(d_model, num_kv_heads, 1, d_head)
+        repeated[f"W_{n}"] = np.repeat(W, group, axis=2).reshape(d_model, d_model)
+        repeated[f"b_{n}"] = np.repeat(params[f"b_{n}"].reshape(num_kv_heads, 1, d_head), group, axis=1).reshape(-1)
+    return repeated
+
+
 # -- helpers ---------------------------------------------------------------------
 
 def _check_block(block_size):

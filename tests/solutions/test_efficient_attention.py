@@ -8,7 +8,7 @@ import pytest
 from solutions.backpropagation import scaled_dot_product_attention_backward
 from solutions.efficient_attention import (
     flash_attention, flash_attention_backward, grouped_query_attention, kv_cache_bytes,
-    mean_pool_kv_heads, sliding_window_mask)
+    mean_pool_kv_heads, repeat_kv_heads, sliding_window_mask)
 from solutions.multi_head import multi_head_attention
 from solutions.scaled_dot_product import causal_mask, scaled_dot_product_attention
 
@@ -59,6 +59,16 @@ def test_mean_pooling_one_group_per_head_changes_nothing_and_pools_means():
     pooled = mean_pool_kv_heads(params, 4, 1)
     np.testing.assert_allclose(pooled["W_k"], params["W_k"].reshape(8, 4, 2).mean(axis=1))
     np.testing.assert_allclose(pooled["b_v"], params["b_v"].reshape(4, 2).mean(axis=0))
+
+
+def test_repeated_kv_heads_run_grouped_query_attention_as_multi_head_attention():
+    X, params = rng.normal(size=(2, 5, 12)), params_for(12, 6, 2)
+    mask = causal_mask(5)
+    for a, b in zip(multi_head_attention(X, X, X, repeat_kv_heads(params, 6, 2), 6, mask),
+                    grouped_query_attention(X, X, X, params, 6, 2, mask)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    for key, value in mean_pool_kv_heads(repeat_kv_heads(params, 6, 2), 6, 2).items():
+        np.testing.assert_allclose(value, params[key])
 
 
 # -- the cache and the window ------------------------------------------------------
