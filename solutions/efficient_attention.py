@@ -44,23 +44,17 @@ def grouped_query_attention(Q, K, V, params, num_heads, num_kv_heads, mask=None)
     """
     Q, K, V = (np.asarray(a) for a in (Q, K, V))
     d_model = Q.shape[-1]
-    _check_heads(d_model, num_heads)
-    if (not isinstance(num_kv_heads, (int, np.integer)) or num_kv_heads < 1
-            or num_heads % num_kv_heads):
-        raise ValueError(f"num_heads={num_heads} must be a multiple of num_kv_heads={num_kv_heads} "
-                         "(num_heads % num_kv_heads == 0)")
+    d_head, group = _group_sizes(d_model, num_heads, num_kv_heads)
     if (Q.ndim != 3 or K.shape != V.shape or K.ndim != 3
             or K.shape[0] != Q.shape[0] or K.shape[-1] != d_model):
         raise ValueError(f"Q must be (B, T_q, d_model) and K, V (B, T_k, d_model), "
                          f"got Q {Q.shape}, K {K.shape}, V {V.shape}")
-    d_head = d_model // num_heads
     if params["W_k"].shape != (d_model, num_kv_heads * d_head):
         raise ValueError(f"W_k has shape {params['W_k'].shape}, but {num_kv_heads} key/value heads "
                          f"of size {d_head} need ({d_model}, {num_kv_heads * d_head})")
     q = split_heads(Q @ params["W_q"] + params["b_q"], num_heads)       # (B, h, T_q, d_head)
     k, v = (split_heads(X @ params[f"W_{n}"] + params[f"b_{n}"], num_kv_heads)
             for X, n in ((K, "k"), (V, "v")))                            # (B, g, T_k, d_head)
-    group = num_heads // num_kv_heads
     # head j of k serves query heads j·group … (j+1)·group − 1
     k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)      # (B, h, T_k, d_head)
     context, weights = scaled_dot_product_attention(q, k, v, mask=mask)
@@ -209,10 +203,7 @@ def mean_pool_kv_heads(params, num_heads, num_kv_heads):
     steps in the paper) to recover what pooling loses.
     """
     d_model = params["W_q"].shape[0]
-    _check_heads(d_model, num_heads)
-    if num_heads % num_kv_heads:
-        raise ValueError(f"num_heads={num_heads} must be a multiple of num_kv_heads={num_kv_heads}")
-    d_head, group = d_model // num_heads, num_heads // num_kv_heads
+    d_head, group = _group_sizes(d_model, num_heads, num_kv_heads)
     pooled = dict(params)
     for n in "kv":
         # columns of head i are i·d_head … (i+1)·d_head − 1: average the heads of each group
@@ -252,10 +243,7 @@ def repeat_kv_heads(params, num_heads, num_kv_heads):
     grouped. The inverse of ``mean_pool_kv_heads`` on tied heads.
     """
     d_model = params["W_q"].shape[0]
-    _check_heads(d_model, num_heads)
-    if num_heads % num_kv_heads:
-        raise ValueError(f"num_heads={num_heads} must be a multiple of num_kv_heads={num_kv_heads}")
-    d_head, group = d_model // num_heads, num_heads // num_kv_heads
+    d_head, group = _group_sizes(d_model, num_heads, num_kv_heads)
     repeated = dict(params)
     for n in "kv":
         W = params[f"W_{n}"].reshape(d_model, num_kv_heads, 1, d_head)
@@ -265,6 +253,16 @@ def repeat_kv_heads(params, num_heads, num_kv_heads):
 
 
 # -- helpers ---------------------------------------------------------------------
+
+def _group_sizes(d_model, num_heads, num_kv_heads):
+    """``(d_head, group)``: the size of a head and how many query heads share a key/value head."""
+    _check_heads(d_model, num_heads)
+    if (isinstance(num_kv_heads, bool) or not isinstance(num_kv_heads, (int, np.integer))
+            or num_kv_heads < 1 or num_heads % num_kv_heads):
+        raise ValueError(f"num_heads={num_heads} must be a multiple of num_kv_heads={num_kv_heads} "
+                         "(num_heads % num_kv_heads == 0)")
+    return d_model // num_heads, num_heads // num_kv_heads
+
 
 def _check_block(block_size):
     if _check_length(block_size, "block_size") < 1:
