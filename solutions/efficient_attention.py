@@ -121,7 +121,7 @@ def flash_attention(Q, K, V, block_size=64, causal=False):
         accumulated = np.zeros((*lead, q_stop - q_start, d_v), dtype)
         for k_start, k_stop in _blocks(_keys_seen(T_q, T_k, q_stop, causal), block_size):
             scores = q @ np.swapaxes(K[..., k_start:k_stop, :], -1, -2)   # (..., b_q, b_k)
-            if causal:
+            if causal and _straddles(T_q, T_k, q_start, k_stop):
                 scores = np.where(_causal_block(T_q, T_k, q_start, q_stop, k_start, k_stop),
                                   scores, -np.inf)
             new_max = np.maximum(running_max, scores.max(axis=-1, keepdims=True))
@@ -170,6 +170,7 @@ def flash_attention_backward(Q, K, V, output, logsumexp, grad_output, block_size
     grad_Q = np.zeros((*lead, T_q, d), dtype)
     grad_K = np.zeros((*lead, T_k, d), dtype)
     grad_V = np.zeros((*lead, T_k, d_v), dtype)
+    Q_scaled = Q * scale                                           # scaled once: S = (Q/√d) Kᵀ
     for k_start, k_stop in _blocks(T_k, block_size):
         k, v = K[..., k_start:k_stop, :], V[..., k_start:k_stop, :]  # (..., b_k, d), (..., b_k, d_v)
         grad_k = np.zeros((*lead, k_stop - k_start, d), dtype)
@@ -178,17 +179,17 @@ def flash_attention_backward(Q, K, V, output, logsumexp, grad_output, block_size
             if _keys_seen(T_q, T_k, q_stop, causal) <= k_start:
                 continue  # causal: no query of this block sees these keys
             rows = slice(q_start, q_stop)
-            q, grad_o = Q[..., rows, :], grad_output[..., rows, :]
-            scores = (q @ np.swapaxes(k, -1, -2)) * scale            # (..., b_q, b_k)
-            weights = np.exp(scores - lse[..., rows, :])             # normalised: P
-            if causal:
-                weights = np.where(_causal_block(T_q, T_k, q_start, q_stop, k_start, k_stop),
-                                   weights, 0.0)
+            q, grad_o = Q_scaled[..., rows, :], grad_output[..., rows, :]
+            weights = q @ np.swapaxes(k, -1, -2) - lse[..., rows, :]  # S − logsumexp, (..., b_q, b_k)
+            np.exp(weights, out=weights)                             # P, already normalised
+            if causal and _straddles(T_q, T_k, q_start, k_stop):
+                weights *= _causal_block(T_q, T_k, q_start, q_stop, k_start, k_stop)
             grad_v += np.swapaxes(weights, -1, -2) @ grad_o
-            grad_weights = grad_o @ np.swapaxes(v, -1, -2)          # dP (..., b_q, b_k)
-            grad_scores = weights * (grad_weights - D[..., rows, :]) * scale
-            grad_Q[..., rows, :] += grad_scores @ k
-            grad_k += np.swapaxes(grad_scores, -1, -2) @ q
+            grad_scores = grad_o @ np.swapaxes(v, -1, -2)            # dP (..., b_q, b_k)
+            grad_scores -= D[..., rows, :]
+            grad_scores *= weights                                   # dS = P ⊙ (dP − D), in place
+            grad_Q[..., rows, :] += (grad_scores @ k) * scale
+            grad_k += np.swapaxes(grad_scores, -1, -2) @ q           # q carries the 1/√d
         grad_K[..., k_start:k_stop, :] = grad_k
         grad_V[..., k_start:k_stop, :] = grad_v
     return _sum_to(grad_Q, Q.shape), _sum_to(grad_K, K.shape), _sum_to(grad_V, V.shape)
@@ -278,6 +279,11 @@ def _blocks(T, size):
 def _keys_seen(T_q, T_k, q_stop, causal):
     """How many keys the queries before ``q_stop`` see at most: all, or (causal) up to the last one's position."""
     return T_k if not causal else min(T_k, max(T_k - T_q + q_stop, 0))
+
+
+def _straddles(T_q, T_k, q_start, k_stop):
+    """Whether the causal mask hides a key of the block from a query of the block (else all see all)."""
+    return T_k - T_q + q_start < k_stop - 1
 
 
 def _causal_block(T_q, T_k, q_start, q_stop, k_start, k_stop):
