@@ -150,7 +150,7 @@ def check_grouped_query_attention(grouped_query_attention):
         if mask is not None:
             mistakes.append((reference.grouped_query_attention(Q, K, V, params, h, g),
                              "the mask is ignored: pass it to the attention as it is given"))
-        for i, (actual, name) in enumerate(((weights, "weights"), (output, "output"))):
+        for i, (actual, name) in enumerate(((weights, "weight array"), (output, "output"))):
             _compare(actual, expected[1 - i], f"the {name} on {description}",
                      [(wrong[1 - i], mistake) for wrong, mistake in mistakes],
                      "project, split the queries into num_heads heads and the keys and values into "
