@@ -1,0 +1,392 @@
+"""Hidden checks for the exercise on attention at scale.
+
+Each ``check_*`` runs the student's function on seeded inputs (sizes drawn
+from the grader's secret too, block sizes that do not divide the lengths,
+causal attention with ``T_q ≠ T_k`` both ways, queries that see no key),
+compares with the reference in ``solutions/efficient_attention.py`` and, at
+the first difference, names the mistake when the wrong result equals what
+that mistake gives (computed here with one step changed); otherwise it shows
+what is expected.
+
+Whether ``flash_attention`` (and its backward) really tile is measured, not
+read from the code: the peak of the memory allocated during one call, with
+``tracemalloc``, at ``T_q = 256``, ``T_k = 16384`` and ``block_size = 128``,
+where one ``(T_q, T_k)`` array of float64 takes 32 MiB and the tiled
+reference about 1 MiB. ``tracemalloc`` sees only the process it runs in: a
+hidden check measures the call when the function runs in the grader's
+process (plain nbgrader, the tests); when it runs in the grading sandbox
+(a proxy), the visible part of the check cell, which runs in the sandbox
+with the student's code, takes the same measurement with the notebook's
+given ``peak_memory`` (``solutions.efficient_attention.peak_memory``, as here)
+at the same sizes.
+"""
+
+import functools
+import math
+import types
+
+import numpy as np
+
+from solutions import efficient_attention as reference
+from solutions.backpropagation import scaled_dot_product_attention_backward
+from solutions.scaled_dot_product import masked_softmax, padding_mask, scaled_dot_product_attention
+
+from autograder.checking import check, check_close, check_shape
+from autograder.harness import call, seeded
+from .positional_encoding import _check_raises_value_error
+
+SEED = 20220527  # FlashAttention (Dao et al.) appeared on arXiv on 27 May 2022
+MEMORY_CASE = (256, 16384, 8, 128)  # T_q, T_k, d, block_size of the memory measurement
+MEMORY_LIMIT = MEMORY_CASE[0] * MEMORY_CASE[1] * 8 // 8  # an eighth of one (T_q, T_k) float64 array
+EMPTY = "a query that sees no key (causal, before the first key) has an all-zero output"
+
+
+def _close(a, b):
+    return np.shape(a) == np.shape(b) and np.allclose(a, b, rtol=1e-6, atol=1e-9)
+
+
+def _compare(actual, expected, name, mistakes=(), hint="its values are wrong", finite=None):
+    """Shape, then (if ``finite`` says why) no NaN or inf, then the usual mistakes, then the values."""
+    check_shape(actual, expected.shape, name)
+    if finite:
+        check(not np.any(np.isnan(actual)) and np.all(np.isfinite(actual[np.isfinite(expected)])),
+              f"{name} contains NaN or inf: {finite}.")
+    if not _close(actual, expected):
+        for wrong, mistake in mistakes:
+            check(not _close(actual, wrong), f"{name} is wrong: {mistake}.")
+    check_close(actual, expected, name, hint)
+
+
+def _unpack(result, names, function, description):
+    name = getattr(function, "__name__", "your function")
+    check(isinstance(result, (tuple, list)) and len(result) == len(names),
+          f"{name} should return a tuple ({', '.join(names)}), but on {description} it returned "
+          f"{type(result).__name__}" + (f" of length {len(result)}" if isinstance(result, (tuple, list)) else "")
+          + ".")
+    return result
+
+
+# -- the cache -----------------------------------------------------------------------
+
+def check_kv_cache_bytes(kv_cache_bytes):
+    rng = seeded(SEED)
+    cases = [((3, 5, 2, 1, 7), {"bytes_per_value": 4}), ((1, 4096, 80, 8, 128), {}),
+             ((4, 2048, 96, 96, 128), {"bytes_per_value": 2}), ((1, 1, 1, 1, 1), {"bytes_per_value": 1}),
+             (tuple(int(n) for n in rng.integers(1, 50, size=5)), {"bytes_per_value": int(rng.integers(1, 5))})]
+    for args, kwargs in cases:
+        description = (f"batch_size, seq_len, num_layers, num_kv_heads, d_head = {args}"
+                       + (f", bytes_per_value={kwargs['bytes_per_value']}" if kwargs else ""))
+        actual = call(kv_cache_bytes, *args, on=description, **kwargs)
+        expected = reference.kv_cache_bytes(*args, **kwargs)
+        check(isinstance(actual, (int, np.integer)) and not isinstance(actual, bool),
+              f"kv_cache_bytes({description}) should be an int (a number of bytes), not "
+              f"{type(actual).__name__}.")
+        per_value = kwargs.get("bytes_per_value", 2)
+        if actual != expected:  # with 2 bytes per value, either mistake halves the result
+            check(per_value == 2 or actual * 2 != expected, f"kv_cache_bytes({description}) is {actual}, half of "
+                  f"{expected}: a decoder caches a key and a value, hence the factor 2.")
+            check(per_value in (1, 2) or actual * per_value != expected,
+                  f"kv_cache_bytes({description}) is {actual}: it counts values, not bytes "
+                  "(multiply by bytes_per_value).")
+        check(actual == expected, f"kv_cache_bytes({description}) is {actual}, but it should be "
+                                  f"{expected} = 2 · B · T · L · g · d_head · bytes_per_value.")
+
+
+# -- grouped-query attention ---------------------------------------------------------
+
+def _gqa_params(rng, d_model, num_heads, num_kv_heads):
+    d_kv = d_model // num_heads * num_kv_heads
+    params = {"W_q": rng.normal(size=(d_model, d_model)), "W_o": rng.normal(size=(d_model, d_model)),
+              "W_k": rng.normal(size=(d_model, d_kv)), "W_v": rng.normal(size=(d_model, d_kv))}
+    params = {key: value / math.sqrt(d_model) for key, value in params.items()}
+    return params | {f"b_{n}": rng.normal(size=params[f"W_{n}"].shape[1]) for n in "qkvo"}
+
+
+def _gqa_variant(Q, K, V, params, h, g, mask, interleaved=False, scale_size=None):
+    """Grouped-query attention with one step changed (for the mistakes)."""
+    d_model = Q.shape[-1]
+    d_head = d_model // h
+    B, T_q, T_k = Q.shape[0], Q.shape[1], K.shape[1]
+    q = (Q @ params["W_q"] + params["b_q"]).reshape(B, T_q, h, d_head).transpose(0, 2, 1, 3)
+    k, v = ((X @ params[f"W_{n}"] + params[f"b_{n}"]).reshape(B, T_k, g, d_head).transpose(0, 2, 1, 3)
+            for X, n in ((K, "k"), (V, "v")))
+    repeat = (lambda x: np.tile(x, (1, h // g, 1, 1))) if interleaved else (
+        lambda x: np.repeat(x, h // g, axis=1))
+    k, v = repeat(k), repeat(v)
+    scale = math.sqrt(scale_size or d_head)
+    weights = masked_softmax(q @ k.swapaxes(-1, -2) / scale, mask)
+    context = (weights @ v).transpose(0, 2, 1, 3).reshape(B, T_q, d_model)
+    return context @ params["W_o"] + params["b_o"], weights
+
+
+def check_grouped_query_attention(grouped_query_attention):
+    rng = seeded(SEED + 1)
+    h_secret = int(rng.choice([4, 6, 8]))
+    g_secret = int(rng.choice([g for g in range(2, h_secret) if h_secret % g == 0]))
+    cases = [  # description, B, T_q, T_k, d_model, h, g, mask
+        ("self-attention, B=2, T=5, d_model=16, 4 heads, 2 key/value heads", 2, 5, 5, 16, 4, 2, None),
+        ("cross-attention, B=2, T_q=3, T_k=6, d_model=12, 6 heads, 3 key/value heads, a padding mask",
+         2, 3, 6, 12, 6, 3, padding_mask(np.array([6, 2]), 6)[:, None, None, :]),
+        ("multi-query attention (1 key/value head), B=1, T=4, d_model=8, 4 heads, a sliding window "
+         "mask of 2", 1, 4, 4, 8, 4, 1, reference.sliding_window_mask(4, 4, 2)),
+        ("as many key/value heads as heads, B=2, T=3, d_model=8, 2 heads", 2, 3, 3, 8, 2, 2, None),
+        (f"B=2, T_q=4, T_k=7, d_model={2 * h_secret}, {h_secret} heads, {g_secret} key/value heads",
+         2, 4, 7, 2 * h_secret, h_secret, g_secret, None),
+    ]
+    for description, B, T_q, T_k, d_model, h, g, mask in cases:
+        Q, K = rng.normal(size=(B, T_q, d_model)), rng.normal(size=(B, T_k, d_model))
+        V = K if T_q == T_k else rng.normal(size=(B, T_k, d_model))
+        params = _gqa_params(rng, d_model, h, g)
+        result = call(grouped_query_attention, Q, K, V, params, h, g, mask=mask, on=description)
+        output, weights = _unpack(result, ("output", "weights"), grouped_query_attention, description)
+        expected = reference.grouped_query_attention(Q, K, V, params, h, g, mask)
+        mistakes = [(_gqa_variant(Q, K, V, params, h, g, mask, scale_size=d_model),
+                     "the scores are divided by √d_model: divide by √d_head, the size of one head")]
+        if 1 < g < h:
+            mistakes.append((_gqa_variant(Q, K, V, params, h, g, mask, interleaved=True),
+                             f"query head i uses key/value head i % {g}: it uses head "
+                             f"i // (num_heads // num_kv_heads), so that consecutive query heads "
+                             "share one (np.repeat, not np.tile)"))
+        if mask is not None:
+            mistakes.append((reference.grouped_query_attention(Q, K, V, params, h, g),
+                             "the mask is ignored: pass it to the attention as it is given"))
+        for i, (actual, name) in enumerate(((weights, "weight array"), (output, "output"))):
+            _compare(actual, expected[1 - i], f"the {name} on {description}",
+                     [(wrong[1 - i], mistake) for wrong, mistake in mistakes],
+                     "project, split the queries into num_heads heads and the keys and values into "
+                     "num_kv_heads heads, attend with key/value head i // (num_heads // num_kv_heads), "
+                     "merge, then @ W_o + b_o")
+    Q = rng.normal(size=(1, 2, 8))
+    _check_raises_value_error(grouped_query_attention, (Q, Q, Q, _gqa_params(rng, 8, 4, 3), 4, 3),
+                              "grouped_query_attention with num_heads=4 and num_kv_heads=3",
+                              "num_heads=4, num_kv_heads=3", "4 query heads cannot be split into 3 equal groups")
+
+
+# -- the sliding window --------------------------------------------------------------
+
+def check_sliding_window_mask(sliding_window_mask):
+    rng = seeded(SEED + 2)
+    T_secret = int(rng.integers(5, 12))
+    cases = [(6, 6, 3), (3, 7, 2), (5, 5, 5), (4, 4, 10), (2, 6, 3), (6, 3, 2), (1, 4, 1),
+             (T_secret, T_secret + int(rng.integers(1, 5)), int(rng.integers(2, T_secret)))]
+    for T_q, T_k, window in cases:
+        description = f"sliding_window_mask(T_q={T_q}, T_k={T_k}, window={window})"
+        actual = call(sliding_window_mask, T_q, T_k, window, on=f"T_q={T_q}, T_k={T_k}, window={window}")
+        expected = reference.sliding_window_mask(T_q, T_k, window)
+        check_shape(actual, expected.shape, description)
+        check(actual.dtype == bool, f"{description} should be a boolean array, not {actual.dtype}.")
+        distance = np.arange(T_q)[:, None] - np.arange(T_k)
+        mistakes = [(reference.sliding_window_mask(T_q, T_k, window + 1),
+                     f"each query sees {window + 1} keys: the window holds the query's own position and "
+                     f"the {window - 1} before it (0 ≤ p − j < window)"),
+                    (np.abs((T_k - T_q + np.arange(T_q))[:, None] - np.arange(T_k)) < window,
+                     "it is not causal: a query sees the window before its position, never the keys after it")]
+        if window > 1:
+            mistakes.append((reference.sliding_window_mask(T_q, T_k, window - 1),
+                             f"each query sees {window - 1} keys: the window holds the query's own "
+                             f"position and the {window - 1} before it (0 ≤ p − j < window)"))
+        if T_q != T_k:
+            mistakes.append(((distance >= 0) & (distance < window),
+                             f"query i stands at position i: with T_q={T_q} queries and T_k={T_k} keys the "
+                             "queries are the last positions, query i at T_k − T_q + i"))
+        if not np.array_equal(actual, expected):
+            for wrong, mistake in mistakes:
+                check(not np.array_equal(actual, wrong), f"{description} is wrong: {mistake}.")
+        check_close(actual, expected, description,
+                    "query i stands at position p = T_k − T_q + i and sees key j iff 0 ≤ p − j < window")
+
+
+# -- FlashAttention ------------------------------------------------------------------
+
+def _attention_cases(rng):
+    """(description, Q, K, V, block_size, causal) covering the cases of the API."""
+    def qkv(lead, T_q, T_k, d, d_v, scale=1.0):
+        return (scale * rng.normal(size=(*lead, T_q, d)), scale * rng.normal(size=(*lead, T_k, d)),
+                rng.normal(size=(*lead, T_k, d_v)))
+    T_q, T_k = (int(n) for n in rng.integers(9, 40, size=2))
+    block, causal = int(rng.integers(2, 8)), bool(rng.integers(2))
+    return [
+        ("T_q=T_k=12, d=4, d_v=3, batch 2, block_size=4", *qkv((2,), 12, 12, 4, 3), 4, False),
+        ("T_q=T_k=10, d=4, two leading axes (2, 3), causal, block_size=3 (which does not divide 10)",
+         *qkv((2, 3), 10, 10, 4, 4), 3, True),
+        ("T_q=5 queries after T_k=11 keys, causal, block_size=4", *qkv((2,), 5, 11, 8, 2), 4, True),
+        ("T_q=7 queries and T_k=4 keys, causal (the first 3 queries see no key), block_size=3",
+         *qkv((), 7, 4, 4, 3), 3, True),
+        ("large scores (entries of Q and K about 30), T_q=6, T_k=9, block_size=2",
+         *qkv((), 6, 9, 4, 2, scale=30.0), 2, False),
+        ("T_q=T_k=9 with block_size=64, larger than T", *qkv((1,), 9, 9, 4, 4), 64, True),
+        (f"T_q={T_q}, T_k={T_k}, d=6, d_v=5, batch 2, {'causal, ' if causal else ''}block_size={block}",
+         *qkv((2,), T_q, T_k, 6, 5), block, causal),
+    ]
+
+
+def _plain(Q, K, V, causal, mask=None, scale=None):
+    """(output, logsumexp, weights) of plain attention, causal aligned as in sliding_window_mask."""
+    T_q, T_k = Q.shape[-2], K.shape[-2]
+    if mask is None and causal:
+        mask = reference.sliding_window_mask(T_q, T_k, max(T_k, 1))
+    scores = Q @ K.swapaxes(-1, -2) / math.sqrt(scale or Q.shape[-1])
+    weights = masked_softmax(scores, mask)
+    kept = scores if mask is None else np.where(mask, scores, -np.inf)
+    top = kept.max(axis=-1, keepdims=True)
+    shift = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        log_sum = np.log(np.exp(kept - shift).sum(axis=-1))
+    return weights @ V, log_sum + shift[..., 0], weights, top[..., 0]
+
+
+def _flash_mistakes(Q, K, V, block_size, causal):
+    """((output, logsumexp), what is wrong) for the usual mistakes of flash_attention."""
+    T_q, T_k = Q.shape[-2], K.shape[-2]
+    right_output, right_lse, _, top = _plain(Q, K, V, causal)
+    mistakes = [(_plain(Q, K, V, causal, scale=1)[:2], "the scores are not divided by √d")]
+    if causal:
+        mistakes.append((_plain(Q, K, V, False)[:2], "causal=True is ignored"))
+        if T_q != T_k:
+            mistakes.append((_plain(Q, K, V, False, mask=np.tri(T_q, T_k, dtype=bool))[:2],
+                             "query i is aligned with key i: with causal=True query i stands at position "
+                             "T_k − T_q + i, as in sliding_window_mask"))
+    for rescale_sum, rescale_output, what in ((False, True, "the running sum"),
+                                              (True, False, "the accumulated output"),
+                                              (False, False, "the running sum and the accumulated output")):
+        mistakes.append((_online_without_rescaling(Q, K, V, block_size, causal, rescale_sum, rescale_output),
+                         f"{what} {'is' if 'and' not in what else 'are'} not rescaled by exp(m_old − m_new) "
+                         "when the running maximum grows"))
+    with np.errstate(invalid="ignore"):
+        mistakes += [((right_output, right_lse - np.where(np.isfinite(top), top, 0.0)),
+                      "logsumexp lacks the running maximum: it is m + log ℓ"),
+                     ((right_output, top), "logsumexp is the running maximum m only: it is m + log ℓ"),
+                     ((right_output, np.where(np.isfinite(right_lse), right_lse, 0.0)),
+                      "a query that sees no key has logsumexp −inf (the log of an empty sum), not 0")]
+    return mistakes
+
+
+def _online_without_rescaling(Q, K, V, block_size, causal, rescale_sum, rescale_output):
+    """The online softmax of the reference with one of its rescalings left out."""
+    T_q, T_k = Q.shape[-2], K.shape[-2]
+    scores = Q @ K.swapaxes(-1, -2) / math.sqrt(Q.shape[-1])
+    if causal:
+        scores = np.where(reference.sliding_window_mask(T_q, T_k, max(T_k, 1)), scores, -np.inf)
+    top = np.full((*scores.shape[:-1], 1), -np.inf)
+    total, accumulated = np.zeros_like(top), np.zeros((*scores.shape[:-1], V.shape[-1]))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for start in range(0, T_k, block_size):
+            block = scores[..., start:start + block_size]
+            new_top = np.maximum(top, block.max(axis=-1, keepdims=True))
+            shift = np.where(np.isfinite(new_top), new_top, 0.0)
+            weights = np.exp(block - shift)
+            rescale = np.exp(top - shift)
+            total = (rescale if rescale_sum else 1) * total + weights.sum(axis=-1, keepdims=True)
+            accumulated = (rescale if rescale_output else 1) * accumulated + weights @ V[..., start:start + block_size, :]
+            top = new_top
+        output = np.where(total > 0, accumulated / np.where(total > 0, total, 1), 0.0)
+        return output, (top + np.log(total))[..., 0]
+
+
+def _in_this_process(function):
+    """Whether `function` runs here, where tracemalloc can see it (not a proxy to the sandbox)."""
+    return isinstance(function, (types.FunctionType, types.BuiltinFunctionType, functools.partial))
+
+
+def _peak_bytes(function, *args, on, **kwargs):
+    """(result, the peak of the memory allocated during the call, in bytes) of function(*args, **kwargs)."""
+    peaks = []
+
+    @functools.wraps(function)
+    def traced(*args, **kwargs):
+        result, peak = reference.peak_memory(function, *args, **kwargs)
+        peaks.append(peak)
+        return result
+    return call(traced, *args, on=on, **kwargs), peaks[0]
+
+
+def _check_tiled(function, backward=False):
+    """Fail a function that forms an array as large as the score matrix (measured in this process)."""
+    if not _in_this_process(function):
+        return  # measured by the visible part of the check cell, in the sandbox
+    rng = seeded(SEED + 9)
+    T_q, T_k, d, block_size = MEMORY_CASE
+    Q, K, V = rng.normal(size=(T_q, d)), rng.normal(size=(T_k, d)), rng.normal(size=(T_k, d))
+    description = f"T_q={T_q}, T_k={T_k}, d={d}, block_size={block_size}"
+    if backward:
+        output, logsumexp = reference.flash_attention(Q, K, V, block_size)
+        args = (Q, K, V, output, logsumexp, rng.normal(size=output.shape), block_size)
+    else:
+        args = (Q, K, V, block_size)
+    _, peak = _peak_bytes(function, *args, on=description)
+    name = getattr(function, "__name__", "your function")
+    check(peak <= MEMORY_LIMIT,
+          f"{name} allocated {peak / 2 ** 20:.1f} MiB at once on {description}, where one score "
+          f"block takes {block_size * block_size * 8 / 2 ** 10:.0f} KiB and the whole (T_q, T_k) "
+          f"score matrix {T_q * T_k * 8 / 2 ** 20:.0f} MiB: it forms an array as large as the score "
+          "matrix (or a whole row block of it); go through the keys, and the queries, in blocks of "
+          "block_size.")
+
+
+def check_flash_attention(flash_attention):
+    rng = seeded(SEED + 3)
+    for description, Q, K, V, block_size, causal in _attention_cases(rng):
+        result = call(flash_attention, Q, K, V, block_size=block_size, causal=causal, on=description)
+        output, logsumexp = _unpack(result, ("output", "logsumexp"), flash_attention, description)
+        expected = _plain(Q, K, V, causal)
+        mistakes = _flash_mistakes(Q, K, V, block_size, causal)
+        _compare(output, expected[0], f"the output on {description}", [(w[0], m) for w, m in mistakes],
+                 "it should equal scaled_dot_product_attention's output (with the causal mask aligned "
+                 "as in sliding_window_mask when causal)", finite=EMPTY)
+        _compare(logsumexp, expected[1], f"logsumexp on {description}", [(w[1], m) for w, m in mistakes],
+                 "it should be log Σ_j exp(q·k_j/√d) over the keys each query sees, m + log ℓ at the end",
+                 finite="it is finite for every query that sees a key")
+    _check_tiled(flash_attention)
+
+
+def _backward_variant(Q, K, V, grad_output, causal, mask=None, use_D=True, scale_power=1, use_lse=True,
+                      mask_ignored=False):
+    """The gradients of plain attention with one step of the FlashAttention backward changed."""
+    with np.errstate(all="ignore"):  # exp(S) overflows for large scores: that mistake gives inf
+        return _backward_steps(Q, K, V, grad_output, causal, mask, use_D, scale_power, use_lse, mask_ignored)
+
+
+def _backward_steps(Q, K, V, grad_output, causal, mask, use_D, scale_power, use_lse, mask_ignored):
+    output, logsumexp, weights, _ = _plain(Q, K, V, causal, mask)
+    scores = Q @ K.swapaxes(-1, -2) / math.sqrt(Q.shape[-1])
+    if mask_ignored:  # every key gets exp(S − logsumexp), logsumexp over the keys the query sees
+        weights = np.exp(scores - np.where(np.isfinite(logsumexp), logsumexp, np.inf)[..., None])
+    if not use_lse:
+        allowed = weights > 0
+        weights = np.where(allowed, np.exp(np.where(allowed, scores, 0.0)), 0.0)
+    grad_weights = grad_output @ V.swapaxes(-1, -2)
+    D = np.sum(grad_output * output, axis=-1, keepdims=True) if use_D else 0.0
+    grad_scores = weights * (grad_weights - D) / math.sqrt(Q.shape[-1]) ** scale_power
+    return (grad_scores @ K, grad_scores.swapaxes(-1, -2) @ Q, weights.swapaxes(-1, -2) @ grad_output)
+
+
+def check_flash_attention_backward(flash_attention_backward):
+    rng = seeded(SEED + 4)
+    for description, Q, K, V, block_size, causal in _attention_cases(rng):
+        output, logsumexp = reference.flash_attention(Q, K, V, block_size, causal)
+        G = rng.normal(size=output.shape)
+        result = call(flash_attention_backward, Q, K, V, output, logsumexp, G, block_size=block_size,
+                      causal=causal, on=description)
+        grads = _unpack(result, ("grad_Q", "grad_K", "grad_V"), flash_attention_backward, description)
+        mask = reference.sliding_window_mask(Q.shape[-2], K.shape[-2], K.shape[-2]) if causal else None
+        expected = scaled_dot_product_attention_backward(Q, K, V, G, mask)
+        mistakes = [(_backward_variant(Q, K, V, G, causal, use_D=False),
+                     "D = Σ_d grad_output ⊙ output is not subtracted: dS = P ⊙ (dP − D)"),
+                    (_backward_variant(Q, K, V, G, causal, scale_power=0),
+                     "the scale is forgotten in the backward: the scores are Q Kᵀ/√d, so dQ and dK "
+                     "are divided by √d too"),
+                    (_backward_variant(Q, K, V, G, causal, scale_power=2),
+                     "the gradient is divided by √d twice (once is right)"),
+                    (_backward_variant(Q, K, V, G, causal, use_lse=False),
+                     "the weights are recomputed as exp(S), not normalised: P = exp(S − logsumexp)")]
+        if causal:
+            mistakes.append((_backward_variant(Q, K, V, G, causal, mask_ignored=True),
+                             "causal=True is ignored when the weights are recomputed"))
+        for i, name in enumerate(("grad_Q", "grad_K", "grad_V")):
+            _compare(grads[i], expected[i], f"{name} on {description}", [(w[i], m) for w, m in mistakes],
+                     "it should equal scaled_dot_product_attention_backward's: P = exp(S − logsumexp), "
+                     "dV = Pᵀ dO, dS = P ⊙ (dO Vᵀ − D), dQ = dS K/√d, dK = dSᵀ Q/√d",
+                     finite="a query whose logsumexp is −inf sees no key: its weights are 0, and so "
+                            "are the gradients through it")
+    _check_tiled(flash_attention_backward, backward=True)
+
