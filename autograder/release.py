@@ -20,6 +20,7 @@ from pathlib import Path
 
 import nbformat
 
+from .assignment import hidden_points_sentence, tests_of
 from .course import AUTOGRADER, CHECK_HELPERS, EXERCISES, SOURCE, assignments, make_course_dir, nbgrader
 
 HELPERS_CELL = "check_helpers"  # grade_id of the helper cell in every source notebook
@@ -65,7 +66,11 @@ def sync_done_cell(path):
 
     Returns True when the notebook had to be rewritten.
     """
-    text = DONE_TEXT.read_text().rstrip("\n").replace("{notebook}", Path(path).name)
+    tests = tests_of(nbformat.read(path, as_version=4))
+    hidden = hidden_points_sentence(sum(t.points for t in tests if t.hidden.strip()),
+                                    sum(t.points for t in tests))
+    text = DONE_TEXT.read_text().rstrip("\n").replace("{notebook}", Path(path).name) \
+        .replace("{hidden_points}", hidden)
     return _sync_cell(path, DONE_CELL, text, last=True)
 
 

@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from .checking import CheckFailed
+from .checking import CheckFailed, check, check_close, close
 
 # The grader sets a secret number per submission so that the inputs of the
 # checks cannot be known, or computed, in advance. Without it (a check run in
@@ -79,6 +79,57 @@ def quietly(compute):
             return compute()
         except Exception:  # a broken probe just means "not working"
             return None
+
+
+def compare(actual, expected, name, mistakes=(), variant=None, hint=""):
+    """The loop of every hidden check: compare with the reference, try the student's variant,
+    then the known mistakes.
+
+    ``actual`` is right when it equals ``expected`` (the reference's value). Otherwise it
+    still passes when it equals ``variant()``, the reference computed with the student's
+    own earlier functions (those lose their points in their own checks). Otherwise the
+    check fails: with the mistake of ``mistakes`` (pairs (what that mistake alone gives,
+    what is wrong), or a function returning them) whose value ``actual`` equals, when
+    exactly one does; else with the expected values and ``actual``, and ``hint`` (a string,
+    or a function returning one), which says what is right and names no cause.
+    Returns True when ``actual`` equals ``expected``, False when only the variant.
+    """
+    if close(actual, expected):
+        return True
+    if variant is not None:
+        own = quietly(variant)
+        if own is not None and close(actual, own):
+            return False
+    check_close(actual, expected, name, hint() if callable(hint) else hint,
+                mistakes() if callable(mistakes) else mistakes)
+    return True  # equal after all (booleans compared exactly)
+
+
+def diagnose(actual, mistakes, where):
+    """Fail naming the mistake of ``mistakes`` (pairs (what it alone gives, what is wrong))
+    that gives ``actual``, when exactly one does; do nothing otherwise."""
+    causes = {mistake for wrong, mistake in mistakes if close(actual, wrong)}
+    if len(causes) == 1:
+        cause = causes.pop()
+        raise CheckFailed(f"{where}{cause}.", cause=cause)
+
+
+def check_weights(weights, allowed, description, keys="keys", row="a query"):
+    """What every softmax over ``keys`` gives, whatever its scores: finite weights, zero where
+    ``allowed`` (the mask broadcast to the weights' shape) is False, all zero for ``row`` with
+    no allowed key. Shared by the attention checks; their values are compared after it."""
+    has_keys = allowed.any(axis=-1)
+    check(np.all(np.isfinite(weights)),
+          f"the weights on {description} contain NaN or inf: "
+          + (f"{row} whose {keys} are all masked must get all-zero weights."
+             if not has_keys.all() else "make the softmax numerically stable "
+                                        "(subtract the row's maximum score before exp)."))
+    check(np.allclose(weights[~has_keys], 0.0),
+          f"on {description}, {row} whose {keys} are all masked must get all-zero weights, "
+          "not a uniform distribution.")
+    check(np.allclose(weights[~allowed], 0.0),
+          f"on {description}, masked {keys} get nonzero weight: set their scores to -inf "
+          "(or a very large negative number) before the softmax.")
 
 
 def students_own(function, name):

@@ -12,9 +12,10 @@ only results are compared, never how they were computed.
 import numpy as np
 
 from solutions import scaled_dot_product as reference
+from solutions.scaled_dot_product import masked_softmax
 
-from .checking import check, check_close, check_shape
-from .harness import call, seeded
+from .checking import check, check_close, check_shape, close
+from .harness import call, check_weights, compare, seeded, students_own
 
 SEED = 20170612  # the day "Attention is all you need" appeared on arXiv
 
@@ -129,38 +130,35 @@ def _check_attention_case(attention, description, Q, K, V, mask):
 
     allowed = np.ones(expected_weights.shape, dtype=bool) if mask is None \
         else np.broadcast_to(mask, expected_weights.shape)
-    has_keys = allowed.any(axis=-1)  # queries with at least one key to attend to
-    check(np.all(np.isfinite(weights)),
-          f"the weights on {description} contain NaN or inf: "
-          + ("a query whose keys are all masked must get all-zero weights."
-             if not has_keys.all() else "make the softmax numerically stable."))
-    check(np.allclose(weights[~has_keys], 0.0),
-          f"on {description}, a query whose keys are all masked must get all-zero weights, "
-          "not a uniform distribution.")
-    check(np.allclose(weights[~allowed], 0.0),
-          f"on {description}, masked keys get nonzero weight: set their scores to -inf "
-          "(or a very large negative number) before the softmax.")
-    row_sums = weights.sum(axis=-1)
-    if not np.allclose(row_sums[has_keys], 1.0):
-        if mask is not None:
-            check(False, f"on {description}, rows of weights do not sum to 1: apply the mask "
-                         "to the scores before the softmax, not to the weights after it.")
-        check(not np.allclose(weights.sum(axis=-2), 1.0),
-              f"on {description}, the weights sum to 1 over the queries: take the softmax "
-              "over the keys (the last axis).")
-        check(False, f"on {description}, each row of weights should sum to 1 over the keys.")
+    check_weights(weights, allowed, description)
 
-    if not np.allclose(weights, expected_weights, rtol=1e-6, atol=1e-9):
+    def mistakes():
         d_k, d_v = Q.shape[-1], V.shape[-1]
-        for factor, mistake in ((np.sqrt(d_k), "the scores are not divided by √d_k"),
-                                (1 / np.sqrt(d_k), "divide the scores by √d_k, not by d_k"),
-                                (np.sqrt(d_k / d_v), "divide by √d_k (the size of queries and keys), not by √d_v")):
-            if factor != 1 and np.allclose(weights, _weights(Q * factor, K, V, mask)):
-                check(False, f"on {description}, {mistake}.")
-    check_close(weights, expected_weights, f"the weights on {description}",
-                "they differ from softmax(Q Kᵀ / √d_k) over the keys")
-    check_close(output, expected_output, f"the output on {description}",
-                "the weights are right but the output is not weights @ V")
+        scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(d_k)
+        found = [(_weights(Q * factor, K, V, mask), mistake) for factor, mistake in (
+            (np.sqrt(d_k), "the scores are not divided by √d_k"),
+            (1 / np.sqrt(d_k), "divide the scores by √d_k, not by d_k"),
+            (np.sqrt(d_k / d_v), "divide by √d_k (the size of queries and keys), not by √d_v"))
+            if factor != 1]
+        found.append((masked_softmax(scores, mask, axis=-2),
+                      "the softmax is taken over the queries: take it over the keys (the last axis)"))
+        if mask is not None:
+            found.append((reference.softmax(scores) * allowed,
+                          "the mask is applied to the weights after the softmax: apply it to the "
+                          "scores, before the softmax"))
+        return found
+
+    own_softmax = students_own(attention, "softmax")
+    compare(weights, expected_weights, f"the weights on {description}", mistakes,
+            variant=own_softmax and (lambda: _weights_with(own_softmax, Q, K, mask)),
+            hint="they should be softmax(Q Kᵀ / √d_k) over the keys")
+    compare(output, weights @ V, f"the output on {description}", hint="it should be weights @ V")
+
+
+def _weights_with(softmax, Q, K, mask):
+    """The weights as the reference computes them, with the student's own ``softmax``."""
+    scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
+    return softmax(scores if mask is None else np.where(mask, scores, -1e9), axis=-1)
 
 
 def _weights(Q, K, V, mask):
