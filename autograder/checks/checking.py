@@ -52,17 +52,17 @@ def shown(actual, expected):
     the first index where they differ."""
     actual, expected = np.asarray(actual), np.asarray(expected)
     if expected.size <= 12:
-        with np.printoptions(precision=4, suppress=True, floatmode="maxprec"):
-            return f"expected {_text(expected)}, got {_text(actual)}"
+        return f"expected {_text(expected)}, got {_text(actual)}"
     actual, expected = actual.astype(float), expected.astype(float)
-    differs = ~np.isclose(actual, expected, rtol=RTOL, atol=ATOL, equal_nan=True)
+    differs = ~np.isclose(actual, expected, rtol=RTOL, atol=ATOL)
     first = tuple(int(i) for i in np.argwhere(differs)[0])
     return (f"the largest difference is {np.nanmax(np.abs(actual - expected)):.3g} (shape "
             f"{expected.shape}); at index {first} expected {expected[first]:.4g}, got {actual[first]:.4g}")
 
 
 def _text(array):
-    return " ".join(np.array2string(array, separator=", ").split())
+    text = np.array2string(array, separator=", ", formatter={"float_kind": lambda v: f"{v:.4g}"})
+    return " ".join(text.split())
 
 
 def check_close(actual, expected, name, hint="", mistakes=()):
@@ -89,5 +89,5 @@ def check_close(actual, expected, name, hint="", mistakes=()):
     causes = {mistake for wrong, mistake in mistakes if close(actual, wrong) and not close(wrong, expected)}
     if len(causes) == 1:  # that mistake alone gives these values (two would be a guess)
         mistake = causes.pop()
-        raise CheckFailed(f"{name} is wrong: {mistake}.", cause=mistake)
-    raise CheckFailed(f"{name} is wrong: {shown(actual, expected)}" + (f" ({hint})." if hint else "."))
+        raise CheckFailed(f"{name}: {mistake}.", cause=mistake)
+    raise CheckFailed(f"{name}: {shown(actual, expected)}" + (f" ({hint})." if hint else "."))

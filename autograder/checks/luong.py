@@ -20,7 +20,7 @@ from solutions.rnn_encoder_decoder import sigmoid
 from solutions.scaled_dot_product import masked_softmax
 
 from .checking import check, check_close, check_shape, close
-from .harness import call, check_weights, compare, seeded
+from .harness import call, check_weights, compare, diagnose, seeded
 
 SEED = 150804025  # the paper's arXiv number, 1508.04025
 SCORES = ("dot", "general", "concat")
@@ -154,7 +154,6 @@ def _check_attention_case(luong_attention, description, h_t, H_s, params, score,
     check_shape(h_tilde, (B, d), f"h_tilde on {description}")
 
     allowed = np.ones((B, S), dtype=bool) if mask is None else np.broadcast_to(mask, (B, S))
-    check_weights(weights, allowed, description, keys="positions", row="a row")
 
     def weight_mistakes():
         found = [(_global_weights(h_t, H_s, params, other, mask),
@@ -166,10 +165,18 @@ def _check_attention_case(luong_attention, description, h_t, H_s, params, score,
             found.append((masked_softmax(scores, mask, axis=0), "the softmax is taken over the batch: "
                                                                 "take it over the S source positions (the last axis)"))
         if mask is not None:
-            found.append((masked_softmax(scores, None) * allowed,
-                          "the mask is applied to the weights after the softmax: apply it to the "
-                          "scores, before the softmax"))
+            found += [(masked_softmax(scores, None) * allowed,
+                       "the mask is applied to the weights after the softmax: apply it to the "
+                       "scores, before the softmax"),
+                      (masked_softmax(scores, None), "the mask is ignored: masked positions must get weight 0"),
+                      (masked_softmax(np.where(allowed, scores, -1e9), None),
+                       "a row whose positions are all masked gets a uniform distribution: it must "
+                       "get all-zero weights")]
         return found
+
+    if not close(weights, expected_weights):
+        diagnose(weights, weight_mistakes(), f"on {description}, ")
+    check_weights(weights, allowed, description, keys="positions", row="a row")
 
     compare(weights, expected_weights, f"the weights on {description}", weight_mistakes,
             hint=f"they should be the softmax of the {score} scores over the source positions "

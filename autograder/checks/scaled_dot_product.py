@@ -15,7 +15,7 @@ from solutions import scaled_dot_product as reference
 from solutions.scaled_dot_product import masked_softmax
 
 from .checking import check, check_close, check_shape, close
-from .harness import call, check_weights, compare, seeded, students_own
+from .harness import call, check_weights, compare, diagnose, is_variant, seeded, students_own
 
 SEED = 20170612  # the day "Attention is all you need" appeared on arXiv
 
@@ -128,9 +128,14 @@ def _check_attention_case(attention, description, Q, K, V, mask):
     check_shape(weights, expected_weights.shape, f"the weights on {description}")
     check_shape(output, expected_output.shape, f"the output on {description}")
 
+    own_softmax = students_own(attention, "softmax")
+    if is_variant(weights, own_softmax and (lambda: _weights_with(own_softmax, Q, K, mask))):
+        # right with the student's own softmax, whose check takes the points
+        compare(output, weights @ V, f"the output on {description}", variant=lambda: weights @ V,
+                hint="it should be weights @ V")
+        return
     allowed = np.ones(expected_weights.shape, dtype=bool) if mask is None \
         else np.broadcast_to(mask, expected_weights.shape)
-    check_weights(weights, allowed, description)
 
     def mistakes():
         d_k, d_v = Q.shape[-1], V.shape[-1]
@@ -143,22 +148,30 @@ def _check_attention_case(attention, description, Q, K, V, mask):
         found.append((masked_softmax(scores, mask, axis=-2),
                       "the softmax is taken over the queries: take it over the keys (the last axis)"))
         if mask is not None:
-            found.append((reference.softmax(scores) * allowed,
-                          "the mask is applied to the weights after the softmax: apply it to the "
-                          "scores, before the softmax"))
+            found += [(reference.softmax(scores) * allowed,
+                       "the mask is applied to the weights after the softmax: apply it to the "
+                       "scores, before the softmax"),
+                      (reference.softmax(scores), "the mask is ignored: masked keys must get weight 0"),
+                      (masked_softmax(np.where(allowed, scores, -1e9), None),
+                       "a query whose keys are all masked gets a uniform distribution: it must "
+                       "get all-zero weights")]
         return found
 
-    own_softmax = students_own(attention, "softmax")
+    if not close(weights, expected_weights):
+        diagnose(weights, mistakes(), f"on {description}, ")
+    check_weights(weights, allowed, description)
     compare(weights, expected_weights, f"the weights on {description}", mistakes,
-            variant=own_softmax and (lambda: _weights_with(own_softmax, Q, K, mask)),
-            hint="they should be softmax(Q Kᵀ / √d_k) over the keys")
+            hint="each row should be the softmax of its scores Q Kᵀ / √d_k")
     compare(output, weights @ V, f"the output on {description}", hint="it should be weights @ V")
 
 
 def _weights_with(softmax, Q, K, mask):
     """The weights as the reference computes them, with the student's own ``softmax``."""
     scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
-    return softmax(scores if mask is None else np.where(mask, scores, -1e9), axis=-1)
+    if mask is None:
+        return softmax(scores, axis=-1)
+    weights = softmax(np.where(mask, scores, -1e9), axis=-1)
+    return np.where(np.broadcast_to(mask, weights.shape).any(axis=-1, keepdims=True), weights, 0.0)
 
 
 def _weights(Q, K, V, mask):

@@ -384,3 +384,30 @@ MISTAKES = {
 GRADED_MISTAKES = ["bahdanau-backward-not-flipped-back", "bahdanau-score-W-U-swapped",
                    "bahdanau-softmax-uniform-when-all-masked",
                    "bahdanau-step-context-from-new-state"]
+
+
+# -- two mistakes at once ------------------------------------------------------------
+
+def additive_score_no_tanh_no_v_a(s_prev, H, params):
+    # neither tanh nor v_a: the hidden units are summed
+    hidden = (s_prev @ params["W_a"])[:, None, :] + H @ params["U_a"]
+    return hidden.sum(axis=-1)
+
+
+def masked_softmax_last_axis_uniform_rows(scores, mask=None, axis=-1):
+    # the axis argument ignored AND a fully masked row left uniform (a -1e9 fill)
+    scores = np.asarray(scores, dtype=float)
+    if mask is not None:
+        scores = np.where(mask, scores, -1e9)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+# name -> ({task: wrong function}, the check cell whose visible checks run, the words a
+#          message may name: those of the mistakes the code makes)
+DOUBLE_MISTAKES = {
+    "score-no-tanh-no-v_a": ({"additive_score": additive_score_no_tanh_no_v_a}, "test_additive_score",
+                             ("tanh", "v_a")),
+    "softmax-axis-and-uniform-rows": ({"masked_softmax": masked_softmax_last_axis_uniform_rows},
+                                      "test_masked_softmax", ("axis", "uniform", "all-zero", "zeros")),
+}
