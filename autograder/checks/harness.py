@@ -1,8 +1,16 @@
-"""Calling a student's function from a hidden check.
+"""Calling a student's function from a hidden check, and judging what it gave.
 
 Whatever the function does wrong (raises, warns, prints to stderr, modifies
 its input), the check ends in one `CheckFailed` sentence, never in a traceback
 that would show hidden test code in the feedback.
+
+Feedback never guesses: every value a check judges goes through ``compare``,
+the one loop "compare with the reference, try the student's variant, then the
+known mistakes". A known mistake is a pair (what the reference gives with that
+one step changed, what is wrong); it is named only when it alone reproduces the
+student's value; otherwise the message shows the expected and the actual values
+and a hint that says what is right, never why it is wrong. Properties (shapes,
+NaN, masked weights: ``check_weights``) are stated as facts.
 """
 
 import contextlib
