@@ -18,7 +18,7 @@ from solutions import bahdanau as reference
 from solutions.rnn_encoder_decoder import encode, gru_cell, rnn_cell
 
 from .checking import check, check_close, check_shape, close
-from .harness import call, seeded
+from .harness import call, check_weights, compare, diagnose, is_variant, seeded, students_own
 from .rnn_encoder_decoder import cell_params
 
 SEED = 20140901  # "Neural machine translation by jointly learning to align and translate", arXiv v1
@@ -185,38 +185,32 @@ def check_masked_softmax(masked_softmax):
 
 
 def _check_weights(actual, expected, scores, mask, axis, name):
-    """Shape, NaN, masking, fully masked rows and normalisation of attention weights."""
+    """Weights of a masked softmax along ``axis``: the known mistakes, the facts, the values."""
     check_shape(actual, expected.shape, name)
     allowed = np.ones(expected.shape, dtype=bool) if mask is None \
         else np.broadcast_to(mask, expected.shape)
-    has_entries = allowed.any(axis=axis, keepdims=True)
-    empty = np.broadcast_to(~has_entries, expected.shape)
-    check(np.all(np.isfinite(actual)),
-          f"there is NaN or inf in {name}: "
-          + ("a row whose entries are all masked must give all-zero weights."
-             if empty.any() else "subtract the maximum before exp."))
-    if mask is not None:
-        inverted = reference.masked_softmax(scores, ~allowed, axis=axis)
-        rows = np.broadcast_to((~allowed).any(axis=axis, keepdims=True), expected.shape)
-        if rows.any() and close(actual[rows], inverted[rows]):
-            check(False, f"{name}: the mask is inverted; True marks the entries that are kept.")
-    check(np.allclose(actual[empty], 0.0),
-          f"{name}: a row whose entries are all masked must get all-zero weights, not a "
-          "uniform distribution.")
-    check(np.allclose(actual[~allowed], 0.0),
-          f"{name}: masked entries get nonzero weight; set their scores to -inf (or a very "
-          "large negative number) before the softmax.")
-    sums = actual.sum(axis=axis, keepdims=True)
-    if not np.allclose(sums[has_entries], 1.0):
-        if mask is not None and not allowed.all() and close(
-                actual, np.where(allowed, reference.masked_softmax(scores, None, axis=axis), 0)):
-            check(False, f"{name}: the weights do not sum to 1; apply the mask to the scores "
-                         "before the softmax, not to the weights after it.")
-        other = -1 if axis in (0, -scores.ndim) else 0
-        if scores.ndim > 1 and np.allclose(actual.sum(axis=other), 1.0):
-            check(False, f"{name}: the weights sum to 1 along axis {other}; normalise along "
-                         f"the axis you are given (axis={axis}).")
-        check(False, f"{name}: the weights along axis {axis} should sum to 1.")
+    if not close(actual, expected):
+        mistakes = []
+        if mask is not None:
+            # an inverted mask decides the rows that have masked entries; only those are compared
+            inverted = reference.masked_softmax(scores, ~allowed, axis=axis)
+            rows = np.broadcast_to((~allowed).any(axis=axis, keepdims=True), expected.shape)
+            check(not (rows.any() and close(actual[rows], inverted[rows])),
+                  f"{name}: the mask is inverted; True marks the entries that are kept.")
+            mistakes += [(reference.masked_softmax(np.where(allowed, scores, -1e9), None, axis=axis),
+                          "a row whose entries are all masked gets a uniform distribution: it "
+                          "must get all-zero weights"),
+                         (np.where(allowed, reference.masked_softmax(scores, None, axis=axis), 0),
+                          "the mask is applied to the weights after the softmax: apply it to the "
+                          "scores, before the softmax"),
+                         (reference.masked_softmax(scores, None, axis=axis),
+                          "the mask is ignored: masked entries must get weight 0")]
+        if scores.ndim > 1:
+            other = -1 if axis in (0, -scores.ndim) else 0
+            mistakes.append((reference.masked_softmax(scores, mask, axis=other),
+                             f"the weights are normalised along axis {other}, not along axis {axis}"))
+        diagnose(actual, mistakes, f"{name}: ")
+    check_weights(actual, allowed, name, keys="entries", row="a row", axis=axis)
 
 
 # -- bahdanau_attention ---------------------------------------------------------------
@@ -244,26 +238,19 @@ def check_bahdanau_attention(bahdanau_attention):
         actual_context, actual_weights = result
         if (np.shape(actual_context), np.shape(actual_weights)) == (weights.shape, context.shape):
             check(False, "return (context, weights) in this order, not (weights, context).")
-        _check_attention_weights(actual_weights, weights, s_prev, H, params, mask, description)
-        check_close(actual_context, context, f"the context on {description}",
-                    "the weights are right but the context is not Σ_j weights_j h_j")
-
-
-def _check_attention_weights(actual, expected, s_prev, H, params, mask, description):
-    name = f"the weights on {description}"
-    check_shape(actual, expected.shape, name)
-    if mask is not None and not mask.all() and close(
-            actual, reference.bahdanau_attention(s_prev, H, params)[1]):
-        check(False, f"{name}: padding positions get weight; pass the mask to masked_softmax.")
-    if expected.shape[0] > 1 and not close(actual, expected) \
-            and np.allclose(actual.sum(axis=0), 1.0):
-        check(False, f"{name} sum to 1 over the batch: take the softmax over the source "
-                     "positions (the last axis), not over the batch.")
-    scores = reference.additive_score(s_prev, H, params)
-    _check_weights(actual, expected, scores, mask, -1, name)
-    check_close(actual, expected, name,
-                "they differ from masked_softmax(additive_score(s_prev, H, params), mask); "
-                "check that your additive_score and masked_softmax pass their checks")
+        name = f"the weights on {description}"
+        check_shape(actual_weights, weights.shape, name)
+        own_score, own_softmax = (students_own(bahdanau_attention, task)
+                                  for task in ("additive_score", "masked_softmax"))
+        if not is_variant(actual_weights, (own_score or own_softmax) and (
+                lambda: (own_softmax or reference.masked_softmax)(
+                    (own_score or reference.additive_score)(s_prev, H, params), mask))):
+            _check_weights(actual_weights, weights, reference.additive_score(s_prev, H, params),
+                           mask, -1, name)
+            compare(actual_weights, weights, name,
+                    hint="they should be masked_softmax(additive_score(s_prev, H, params), mask)")
+        compare(actual_context, np.einsum("bt,bth->bh", actual_weights, H), f"the context on {description}",
+                hint="it should be Σ_j weights_j h_j")
 
 
 # -- bahdanau_decode_step -------------------------------------------------------------

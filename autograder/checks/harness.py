@@ -134,21 +134,21 @@ def diagnose(actual, mistakes, where):
         raise CheckFailed(f"{where}{cause}.", cause=cause)
 
 
-def check_weights(weights, allowed, description, keys="keys", row="a query"):
-    """What every softmax over ``keys`` gives, whatever its scores: finite weights, 0 where
-    ``allowed`` (the mask broadcast to the weights' shape) is False, all 0 for ``row`` with no
-    allowed key. Facts, not causes: shared by the attention checks, which try the known
-    mistakes before and compare the values after."""
-    has_keys = allowed.any(axis=-1)
+def check_weights(weights, allowed, name, keys="keys", row="a query", axis=-1):
+    """What every softmax over ``keys`` (along ``axis``) gives, whatever its scores: finite
+    weights, 0 where ``allowed`` (the mask broadcast to the weights' shape) is False, all 0
+    for ``row`` with no allowed key. Facts, not causes: shared by the attention checks,
+    which try the known mistakes before and compare the values after."""
+    empty = np.broadcast_to(~allowed.any(axis=axis, keepdims=True), allowed.shape)
     check(np.all(np.isfinite(weights)),
-          f"the weights on {description} contain NaN or inf: "
+          f"{name} contain NaN or inf: "
           + (f"{row} whose {keys} are all masked must get all-zero weights."
-             if not has_keys.all() else "the softmax of finite scores, even of about 1e4, is finite."))
-    check(np.allclose(weights[~has_keys], 0.0),
-          f"on {description}, {row} whose {keys} are all masked must get all-zero weights; "
-          f"the largest is {np.max(np.abs(weights[~has_keys]), initial=0):.3g}.")
+             if empty.any() else "the softmax of finite scores, even of about 1e4, is finite."))
+    check(np.allclose(weights[empty], 0.0),
+          f"{name}: {row} whose {keys} are all masked must get all-zero weights; "
+          f"the largest is {np.max(np.abs(weights[empty]), initial=0):.3g}.")
     check(np.allclose(weights[~allowed], 0.0),
-          f"on {description}, masked {keys} must get weight 0, but some get up to "
+          f"{name}: masked {keys} must get weight 0, but some get up to "
           f"{np.max(np.abs(weights[~allowed]), initial=0):.3g}.")
 
 

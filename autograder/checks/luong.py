@@ -176,7 +176,7 @@ def _check_attention_case(luong_attention, description, h_t, H_s, params, score,
 
     if not close(weights, expected_weights):
         diagnose(weights, weight_mistakes(), f"on {description}, ")
-    check_weights(weights, allowed, description, keys="positions", row="a row")
+    check_weights(weights, allowed, f"the weights on {description}", keys="positions", row="a row")
 
     compare(weights, expected_weights, f"the weights on {description}", weight_mistakes,
             hint=f"they should be the softmax of the {score} scores over the source positions "

@@ -159,7 +159,7 @@ def _check_attention_case(attention, description, Q, K, V, mask):
 
     if not close(weights, expected_weights):
         diagnose(weights, mistakes(), f"on {description}, ")
-    check_weights(weights, allowed, description)
+    check_weights(weights, allowed, f"the weights on {description}")
     compare(weights, expected_weights, f"the weights on {description}", mistakes,
             hint="each row should be the softmax of its scores Q Kᵀ / √d_k")
     compare(output, weights @ V, f"the output on {description}", hint="it should be weights @ V")

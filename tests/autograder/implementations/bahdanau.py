@@ -331,27 +331,27 @@ MISTAKES = {
         "insert the time axis"),
     "bahdanau-softmax-mask-ignored": (
         "masked_softmax", softmax_mask_ignored, "check_masked_softmax",
-        "masked entries get nonzero weight"),
+        "the mask is ignored"),
     "bahdanau-softmax-mask-inverted": (
         "masked_softmax", softmax_mask_inverted, "check_masked_softmax", "inverted"),
     "bahdanau-softmax-uniform-when-all-masked": (
         "masked_softmax", softmax_uniform_when_all_masked, "check_masked_softmax",
-        "not a uniform distribution"),
+        "gets a uniform distribution"),
     "bahdanau-softmax-nan-when-all-masked": (
         "masked_softmax", softmax_nan_when_all_masked, "check_masked_softmax", "NaN"),
     "bahdanau-softmax-mask-after": (
         "masked_softmax", softmax_mask_after, "check_masked_softmax", "before the softmax"),
     "bahdanau-softmax-ignores-axis": (
         "masked_softmax", softmax_ignores_axis, "check_masked_softmax",
-        "the axis you are given"),
+        "not along axis"),
     "bahdanau-softmax-unstable": (
-        "masked_softmax", softmax_unstable, "check_masked_softmax", "subtract the maximum"),
+        "masked_softmax", softmax_unstable, "check_masked_softmax", "even of about 1e4, is finite"),
     "bahdanau-attention-softmax-over-batch": (
         "bahdanau_attention", attention_softmax_over_batch, "check_bahdanau_attention",
-        "not over the batch"),
+        "along axis 0, not along axis -1"),
     "bahdanau-attention-mask-not-passed": (
         "bahdanau_attention", attention_mask_not_passed, "check_bahdanau_attention",
-        "pass the mask"),
+        "the mask is ignored"),
     "bahdanau-attention-unweighted-context": (
         "bahdanau_attention", attention_unweighted_context, "check_bahdanau_attention",
         "Σ_j weights_j h_j"),
