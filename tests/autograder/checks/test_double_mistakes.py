@@ -91,3 +91,23 @@ def test_double_mistake_is_never_blamed_on_a_mistake_it_does_not_make(slug, name
     for message in messages:
         named = [w for w in forbidden if w in message]
         assert not named, f"{name}: the message names {named}, a mistake the code does not make: {message}"
+
+
+def run_check_cell(slug, replacements, check_cell):
+    namespace, test_cells = student_namespace(slug, replacements)
+    try:
+        exec(test_cells[check_cell], namespace)
+    except Exception as failure:  # the notebook's own CheckFailed class
+        assert type(failure).__name__ == "CheckFailed", repr(failure)
+        return namespace, str(failure)
+    return namespace, None
+
+
+def test_the_training_check_holds_out_unseen_sources_and_fails_a_loop_without_adams_state():
+    students = implementations("training")
+    namespace, message = run_check_cell("training", {"train": students.correct_train}, "test_train")
+    assert message is None
+    held_out = {tuple(source) for source in namespace["held_src"]}
+    assert len(held_out) > 300 and not held_out & namespace["seen"]  # never in a training batch
+    _, message = run_check_cell("training", {"train": students.train_without_state}, "test_train")
+    assert "as a first step of Adam does" in message  # it reached 92.6% on 500 seen sources before
