@@ -40,7 +40,7 @@ from solutions.scaled_dot_product import causal_mask, padding_mask
 from solutions.transformer_encoder import embed, encoder, layer_norm, position_wise_ffn
 
 from .checking import check, check_shape, close
-from .harness import blame, call, quietly, seeded, students_own
+from .harness import blame, call, compare, diagnose, quietly, seeded, students_own
 from .rnn_encoder_decoder import check_greedy_contract, check_greedy_length
 
 SEED = 170603762  # arXiv 1706.03762, "Attention is all you need"
@@ -219,10 +219,8 @@ LAYER_MISTAKES = [
 
 
 def _diagnose_layer(actual, args, where):
-    for options, mistake in LAYER_MISTAKES:
-        wrong = quietly(lambda: decoder_layer_variant(*args, **options))
-        if wrong is not None and close(actual, wrong):
-            check(False, f"{where}{mistake}.")
+    diagnose(actual, [(quietly(lambda o=options: decoder_layer_variant(*args, **o)), mistake)
+                      for options, mistake in LAYER_MISTAKES], where)
 
 
 # -- decoder -------------------------------------------------------------------------
@@ -248,14 +246,8 @@ def check_decoder(decoder):
         name = f"the output of decoder on {description}"
         check_shape(actual, expected.shape, name)
         check(np.all(np.isfinite(actual)), f"{name} contains inf or NaN.")
-        if close(actual, expected):
-            continue
         args = (tgt, memory, params, h, src_mask)
         own_layer = students_own(decoder, "decoder_layer")
-        if own_layer is not None:
-            own = quietly(lambda: decoder_variant(*args, layer=own_layer))
-            if own is not None and close(actual, own):
-                continue  # right, with the student's own (wrong) decoder_layer
         mistakes = [
             (dict(causal="none"), "the decoder does not apply the causal mask: pass "
                                   "causal_mask(T) as self_mask, so that position t cannot see "
@@ -282,15 +274,14 @@ def check_decoder(decoder):
             (dict(layers="last"), "only the last layer is applied: apply every layer of "
                                   "params[\"decoder_layers\"], each to the previous one's output"),
         ]
-        for options, mistake in mistakes:
-            if options.get("src_mask_on") is False and src_mask is None:
-                continue
-            wrong = quietly(lambda: decoder_variant(*args, **options))
-            if wrong is not None and close(actual, wrong):
-                check(False, f"on {description}, {mistake}.")
-        check(False, f"{name} is wrong: embed the targets with embed, then apply each layer of "
-                     "params[\"decoder_layers\"] with self_mask=causal_mask(T) and the source "
-                     "mask as memory_mask" + blame(decoder, ["decoder_layer"], _works) + ".")
+        compare(actual, expected, name,
+                lambda: [(quietly(lambda o=options: decoder_variant(*args, **o)), mistake)
+                         for options, mistake in mistakes
+                         if not (options.get("src_mask_on") is False and src_mask is None)],
+                variant=own_layer and (lambda: decoder_variant(*args, layer=own_layer)),
+                hint=lambda: "embed the targets with embed, then apply each layer of "
+                "params[\"decoder_layers\"] with self_mask=causal_mask(T) and the source mask "
+                "as memory_mask" + blame(decoder, ["decoder_layer"], _works))
 
 
 def decoder_variant(tgt_tokens, memory, params, num_heads, src_mask=None, *,
@@ -342,23 +333,15 @@ def check_transformer_logits(transformer_logits):
         name = f"the logits on {description}"
         check_shape(actual, expected.shape, name)
         check(np.all(np.isfinite(actual)), f"{name} contain inf or NaN.")
-        if close(actual, expected):
-            continue
         args = (src, tgt, params, h, src_mask)
         own_decoder = students_own(transformer_logits, "decoder")
-        if own_decoder is not None:
-            own = quietly(lambda: logits_variant(*args, decoder=own_decoder))
-            if own is not None and close(actual, own):
-                continue  # right, with the student's own (wrong) decoder
         shift = expected - expected.max(axis=-1, keepdims=True)
         log_probabilities = shift - np.log(np.exp(shift).sum(axis=-1, keepdims=True))
-        if close(actual, np.exp(log_probabilities)):
-            check(False, f"on {description}, these are probabilities: return the logits, "
-                         "decoder output @ E.T, without a softmax.")
-        if close(actual, log_probabilities):
-            check(False, f"on {description}, these are log-probabilities: return the logits, "
-                         "decoder output @ E.T, without a (log-)softmax.")
         mistakes = [
+            (dict(values=np.exp(log_probabilities)), "these are probabilities: return the logits, "
+                                                     "decoder output @ E.T, without a softmax"),
+            (dict(values=log_probabilities), "these are log-probabilities: return the logits, "
+                                             "decoder output @ E.T, without a (log-)softmax"),
             (dict(output="E"), "the output projection multiplies by E, not by its transpose: "
                                "logits = decoder output @ E.T, one score per token"),
             (dict(output="scaled"), "the output projection is E.T alone, without the factor "
@@ -372,14 +355,14 @@ def check_transformer_logits(transformer_logits):
             (dict(memory="embedded"), "the decoder attends over the embedded source: run the "
                                       "encoder and give its output to the decoder as memory"),
         ]
-        for options, mistake in mistakes:
-            if src_mask is None and ("decoder_mask" in options or "encoder_mask" in options):
-                continue
-            wrong = quietly(lambda: logits_variant(*args, **options))
-            if wrong is not None and close(actual, wrong):
-                check(False, f"on {description}, {mistake}.")
-        check(False, f"{name} are wrong: they are decoder(tgt, encoder(src)) @ E.T, with the "
-                     "source mask given to both" + blame(transformer_logits, ["decoder"], _works) + ".")
+        compare(actual, expected, name,
+                lambda: [(options["values"] if "values" in options else
+                          quietly(lambda o=options: logits_variant(*args, **o)), mistake)
+                         for options, mistake in mistakes
+                         if not (src_mask is None and ("decoder_mask" in options or "encoder_mask" in options))],
+                variant=own_decoder and (lambda: logits_variant(*args, decoder=own_decoder)),
+                hint=lambda: "they are decoder(tgt, encoder(src)) @ E.T, with the source mask given "
+                "to both" + blame(transformer_logits, ["decoder"], _works))
 
 
 def logits_variant(src_tokens, tgt_tokens, params, num_heads, src_mask=None, *,
