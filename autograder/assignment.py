@@ -41,25 +41,45 @@ class Assignment:
     def max_score(self):
         return sum(test.points for test in self.tests)
 
+    @property
+    def hidden_points(self):
+        """The points of the check cells with hidden checks: those decided only at grading."""
+        return sum(test.points for test in self.tests if test.hidden.strip())
+
+
+def hidden_points_sentence(hidden, total):
+    """What the visible checks cannot tell, for students: how many points hidden checks decide."""
+    if not hidden:
+        return f"No hidden checks: the visible checks decide all {total:g} points."
+    tasks = f"every task ({total:g} points)" if hidden == total else \
+        f"the tasks worth {hidden:g} of the {total:g} points"
+    return (f"At grading, hidden checks also run on {tasks}, with other inputs: a task whose "
+            "visible checks pass can still lose its points there.")
+
 
 def grade_id(cell):
     return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
 
 
-@functools.cache
-def load(name):
-    """The assignment `name`, from its released notebook and its instructor source."""
-    released = nbformat.read(current().exercises / f"{name}.ipynb", as_version=4)
-    source = nbformat.read(current().notebook(name), as_version=4)
+def tests_of(source):
+    """The Test of every check cell of the instructor notebook `source`, in order."""
     tests = []
     for cell in source.cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("grade") and cell.cell_type == "code":
             hidden = "\n".join(block.strip("\n") for block in HIDDEN.findall(cell.source))
             tests.append(Test(meta["grade_id"], float(meta["points"]), hidden))
+    return tuple(tests)
+
+
+@functools.cache
+def load(name):
+    """The assignment `name`, from its released notebook and its instructor source."""
+    released = nbformat.read(current().exercises / f"{name}.ipynb", as_version=4)
+    tests = tests_of(nbformat.read(current().notebook(name), as_version=4))
     solutions = frozenset(grade_id(c) for c in released.cells
                           if c.metadata.get("nbgrader", {}).get("solution"))
-    return Assignment(name, tuple(released.cells), tuple(tests), solutions)
+    return Assignment(name, tuple(released.cells), tests, solutions)
 
 
 def fit(assignment, notebook):

@@ -3,9 +3,18 @@
 # copies it from autograder/checking.py. Run it; leave it as it is.)
 import numpy as np
 
+RTOL, ATOL = 1e-6, 1e-9  # the one tolerance of every check: float64 code that is right agrees closer
+
 
 class CheckFailed(AssertionError):
-    """A failed check. Jupyter shows its one-sentence message, not a traceback."""
+    """A failed check. Jupyter shows its one-sentence message, not a traceback.
+
+    `cause` is the mistake the message names (None when it names none).
+    """
+
+    def __init__(self, message, cause=None):
+        super().__init__(message)
+        self.cause = cause
 
     def _render_traceback_(self):
         return [f"\x1b[1;31mCheck failed:\x1b[0m {self}"]
@@ -29,12 +38,56 @@ def check_shape(actual, shape, name):
     )
 
 
-def check_close(actual, expected, name, hint="its values are wrong"):
-    """Check that `actual` has the shape, kind and values of `expected`."""
+def close(actual, expected):
+    """Whether `actual` has the shape and (within RTOL, ATOL) the values of `expected`."""
+    try:
+        actual, expected = np.asarray(actual), np.asarray(expected)
+        return actual.shape == expected.shape and bool(np.allclose(actual, expected, rtol=RTOL, atol=ATOL))
+    except (TypeError, ValueError):  # not numbers
+        return False
+
+
+def shown(actual, expected):
+    """"expected …, got …": small arrays in full; large ones as the largest difference and
+    the first index where they differ."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if expected.size <= 12:
+        return f"expected {_text(expected)}, got {_text(actual)}"
+    actual, expected = actual.astype(float), expected.astype(float)
+    differs = ~np.isclose(actual, expected, rtol=RTOL, atol=ATOL)
+    first = tuple(int(i) for i in np.argwhere(differs)[0])
+    return (f"the largest difference is {np.nanmax(np.abs(actual - expected)):.3g} (shape "
+            f"{expected.shape}); at index {first} expected {expected[first]:.4g}, got {actual[first]:.4g}")
+
+
+def _text(array):
+    text = np.array2string(array, separator=", ", formatter={"float_kind": lambda v: f"{v:.4g}"})
+    return " ".join(text.split())
+
+
+def check_close(actual, expected, name, hint="", mistakes=()):
+    """Check that `actual` has the shape, kind and values of `expected`.
+
+    On a difference the message names a mistake of `mistakes`, pairs (what that
+    mistake alone gives, what is wrong), only when `actual` equals what it
+    gives; otherwise it shows the expected values and `actual`, then `hint`
+    (what the right value is; it must name no cause).
+    """
     expected = np.asarray(expected)
+    if expected.ndim == 0 and isinstance(actual, (int, float, np.number)) and not isinstance(actual, bool):
+        actual = np.asarray(actual)  # a number, where one number is expected
     check_shape(actual, expected.shape, name)
     if expected.dtype == bool:
         check(actual.dtype == bool, f"{name} should be a boolean array, not {actual.dtype}.")
-        check(np.array_equal(actual, expected), f"{name}: {hint}.")
+        right = np.array_equal(actual, expected)
     else:
-        check(np.allclose(actual, expected, rtol=1e-6, atol=1e-9), f"{name}: {hint}.")
+        check(np.all(np.isfinite(actual)) or not np.all(np.isfinite(expected)),
+              f"{name} contains NaN or inf.")
+        right = close(actual, expected)
+    if right:
+        return
+    causes = {mistake for wrong, mistake in mistakes if close(actual, wrong) and not close(wrong, expected)}
+    if len(causes) == 1:  # that mistake alone gives these values (two would be a guess)
+        mistake = causes.pop()
+        raise CheckFailed(f"{name}: {mistake}.", cause=mistake)
+    raise CheckFailed(f"{name}: {shown(actual, expected)}" + (f" ({hint})." if hint else "."))

@@ -1,8 +1,16 @@
-"""Calling a student's function from a hidden check.
+"""Calling a student's function from a hidden check, and judging what it gave.
 
 Whatever the function does wrong (raises, warns, prints to stderr, modifies
 its input), the check ends in one `CheckFailed` sentence, never in a traceback
 that would show hidden test code in the feedback.
+
+Feedback never guesses: every value a check judges goes through ``compare``,
+the one loop "compare with the reference, try the student's variant, then the
+known mistakes". A known mistake is a pair (what the reference gives with that
+one step changed, what is wrong); it is named only when it alone reproduces the
+student's value; otherwise the message shows the expected and the actual values
+and a hint that says what is right, never why it is wrong. Properties (shapes,
+NaN, masked weights: ``check_weights``) are stated as facts.
 """
 
 import contextlib
@@ -13,7 +21,7 @@ import warnings
 
 import numpy as np
 
-from .checking import CheckFailed
+from .checking import CheckFailed, check, check_close, close
 
 # The grader passes a secret number per submission to the checks it runs
 # (`with secret(number): ...`), so that their inputs cannot be known, or
@@ -97,6 +105,69 @@ def quietly(compute):
             return compute()
         except Exception:  # a broken probe just means "not working"
             return None
+
+
+def compare(actual, expected, name, mistakes=(), variant=None, hint=""):
+    """The loop of every hidden check: compare with the reference, try the student's variant,
+    then the known mistakes.
+
+    ``actual`` is right when it equals ``expected`` (the reference's value). Otherwise it
+    still passes when it equals ``variant()``, the reference computed with the student's
+    own earlier functions (those lose their points in their own checks). Otherwise the
+    check fails: with the mistake of ``mistakes`` (pairs (what that mistake alone gives,
+    what is wrong), or a function returning them) whose value ``actual`` equals, when
+    exactly one does; else with the expected values and ``actual``, and ``hint`` (a string,
+    or a function returning one), which says what is right and names no cause.
+    Returns True when ``actual`` equals ``expected``, False when only the variant.
+    """
+    if close(actual, expected):
+        return True
+    if is_variant(actual, variant):
+        return False
+    check_close(actual, expected, name, hint() if callable(hint) else hint,
+                mistakes() if callable(mistakes) else mistakes)
+    return True  # equal after all (booleans compared exactly)
+
+
+def is_variant(actual, variant):
+    """Whether ``actual`` equals ``variant()`` (NaN where it has NaN): what the reference gives
+    with the student's own earlier functions. False when ``variant`` is None or fails."""
+    own = None if variant is None else quietly(variant)
+    if own is None:
+        return False
+    try:
+        actual, own = np.asarray(actual, dtype=float), np.asarray(own, dtype=float)
+    except (TypeError, ValueError):
+        return False
+    return actual.shape == own.shape and np.array_equal(np.isnan(actual), np.isnan(own)) \
+        and close(np.nan_to_num(actual), np.nan_to_num(own))
+
+
+def diagnose(actual, mistakes, where):
+    """Fail naming the mistake of ``mistakes`` (pairs (what it alone gives, what is wrong))
+    that gives ``actual``, when exactly one does; do nothing otherwise."""
+    causes = {mistake for wrong, mistake in mistakes if close(actual, wrong)}
+    if len(causes) == 1:
+        cause = causes.pop()
+        raise CheckFailed(f"{where}{cause}.", cause=cause)
+
+
+def check_weights(weights, allowed, name, keys="keys", row="a query", axis=-1):
+    """What every softmax over ``keys`` (along ``axis``) gives, whatever its scores: finite
+    weights, 0 where ``allowed`` (the mask broadcast to the weights' shape) is False, all 0
+    for ``row`` with no allowed key. Facts, not causes: shared by the attention checks,
+    which try the known mistakes before and compare the values after."""
+    empty = np.broadcast_to(~allowed.any(axis=axis, keepdims=True), allowed.shape)
+    check(np.all(np.isfinite(weights)),
+          f"{name} contain NaN or inf: "
+          + (f"{row} whose {keys} are all masked must get all-zero weights."
+             if empty.any() else "the softmax of finite scores, even of about 1e4, is finite."))
+    check(np.allclose(weights[empty], 0.0),
+          f"{name}: {row} whose {keys} are all masked must get all-zero weights; "
+          f"the largest is {np.max(np.abs(weights[empty]), initial=0):.3g}.")
+    check(np.allclose(weights[~allowed], 0.0),
+          f"{name}: masked {keys} must get weight 0, but some get up to "
+          f"{np.max(np.abs(weights[~allowed]), initial=0):.3g}.")
 
 
 def students_own(function, name):

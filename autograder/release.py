@@ -21,6 +21,7 @@ from pathlib import Path
 
 import nbformat
 
+from .assignment import hidden_points_sentence, tests_of
 from .course import ENGINE, assignments, current, make_course_dir, nbgrader
 from .flags import without_magics
 
@@ -69,7 +70,11 @@ def sync_done_cell(path):
 
     Returns True when the notebook had to be rewritten.
     """
-    text = current().done_cell.read_text().rstrip("\n").replace("{notebook}", Path(path).name)
+    tests = tests_of(nbformat.read(path, as_version=4))
+    hidden = hidden_points_sentence(sum(t.points for t in tests if t.hidden.strip()),
+                                    sum(t.points for t in tests))
+    text = current().done_cell.read_text().rstrip("\n").replace("{notebook}", Path(path).name) \
+        .replace("{hidden_points}", hidden)
     return _sync_cell(path, DONE_CELL, text, last=True)
 
 

@@ -56,4 +56,5 @@ def validate(path, name=None, limits=Limits()):
             url = tasks.section_url(name, test.grade_id)
             verdict += f" (the chapter explains it: {url})" if url else ""
         lines.append(f"{title} [{test.grade_id}, {test.points:g} point{'s' * (test.points != 1)}]: {verdict}")
+    lines.append(assignments_.hidden_points_sentence(spec.hidden_points, spec.max_score))
     return passed and not problems and not sandbox.events, lines

@@ -17,30 +17,22 @@ import numpy as np
 from solutions import backpropagation as reference
 from solutions.scaled_dot_product import causal_mask, masked_softmax, padding_mask, softmax
 
-from autograder.checking import check, check_close, check_shape
-from autograder.harness import blame, call, quietly, seeded
+from autograder.checking import check, check_shape, close
+from autograder.harness import blame, call, compare, quietly, seeded, students_own
 
 SEED = 19861009  # Rumelhart, Hinton & Williams, "Learning representations by back-propagating errors", Nature, 9 October 1986
 NAN = "contains NaN or inf (an all-masked row has weight 0 everywhere: its gradient is 0)"
 
 
-def _close(a, b):
-    return np.shape(a) == np.shape(b) and np.allclose(a, b, rtol=1e-6, atol=1e-9)
 
 
-def _compare(actual, expected, name, mistakes=(), hint="it differs from the reference gradient"):
-    """Check one gradient: shape, finite, then the usual mistakes, then the values.
-
-    ``hint`` (a string, or a function giving one, called only on failure)
-    ends the message when no usual mistake explains the difference.
-    """
+def _compare(actual, expected, name, mistakes=(), hint="", variant=None):
+    """Check one gradient: its shape, finite, then the harness's loop (reference, the student's
+    variant, the usual mistakes). ``hint`` (a string, or a function giving one, called only on
+    failure) says what the gradient should be."""
     check_shape(actual, expected.shape, name)
     check(np.all(np.isfinite(actual)), f"{name} {NAN}.")
-    if not _close(actual, expected):
-        for wrong, mistake in mistakes:
-            check(not _close(actual, wrong), f"{name} is wrong: {mistake}.")
-        hint = hint() if callable(hint) else hint  # e.g. a blame that runs earlier checks
-    check_close(actual, expected, name, hint)
+    compare(actual, expected, name, mistakes, variant, hint)
 
 
 def _unpack(result, count, function, description):
@@ -116,12 +108,22 @@ def check_scaled_dot_product_attention_backward(attention_backward):
         grads = _unpack(result, 3, attention_backward, description)
         expected = reference.scaled_dot_product_attention_backward(Q, K, V, G, mask)
         wrong = _sdpa_mistakes(Q, K, V, G, mask)
+        own = students_own(attention_backward, "softmax_backward")
         for i, name in enumerate(("grad_Q", "grad_K", "grad_V")):
             _compare(grads[i], expected[i], f"{name} on {description}",
                      [(w[i], mistake) for w, mistake in wrong],
-                     lambda: "with S = Q Kᵀ/√d_k and A = softmax(S): grad_V = Aᵀ G, grad_A = G Vᵀ, "
+                     variant=own and (lambda i=i: _sdpa_backward_with(own, Q, K, V, G, mask)[i]),
+                     hint=lambda: "with S = Q Kᵀ/√d_k and A = softmax(S): grad_V = Aᵀ G, grad_A = G Vᵀ, "
                      "grad_S = softmax_backward(A, grad_A), grad_Q = grad_S K/√d_k, "
                      "grad_K = grad_Sᵀ Q/√d_k" + blame(attention_backward, ["softmax_backward"], _works))
+
+
+def _sdpa_backward_with(softmax_backward, Q, K, V, G, mask):
+    """The reference backward of attention, with the student's own ``softmax_backward``."""
+    root = math.sqrt(Q.shape[-1])
+    weights = masked_softmax(Q @ np.swapaxes(K, -1, -2) / root, mask)
+    grad_scores = softmax_backward(weights, G @ np.swapaxes(V, -1, -2)) / root
+    return grad_scores @ K, np.swapaxes(grad_scores, -1, -2) @ Q, np.swapaxes(weights, -1, -2) @ G
 
 
 def _sdpa_mistakes(Q, K, V, G, mask):
@@ -243,10 +245,10 @@ def check_cross_entropy(cross_entropy):
         check(np.isfinite(loss), f"the loss on {description} is not finite: compute log softmax "
                                  "as shifted − log Σ exp(shifted), with shifted = logits − max, "
                                  "not log(softmax), which is −inf where softmax underflows to 0.")
-        if not _close(loss, expected_loss):
+        if not close(loss, expected_loss):
             for (wrong_loss, _), mistake in wrong:
-                check(not _close(loss, wrong_loss), f"the loss on {description} is wrong: {mistake}.")
-        check(np.isclose(loss, expected_loss, rtol=1e-6, atol=1e-9),
+                check(not close(loss, wrong_loss), f"the loss on {description} is wrong: {mistake}.")
+        check(close(loss, expected_loss),
               f"the loss on {description} is {float(loss):.6g}, but it should be "
               f"{expected_loss:.6g}: the mean over counted positions of −Σ_k q_k log softmax_k.")
         _compare(grad, expected_grad, f"grad_logits on {description}",
@@ -323,7 +325,7 @@ def check_multi_head_attention_backward(mha_backward):
         for i, name in enumerate(("grad_Q", "grad_K", "grad_V")):
             _compare(grads[i], expected[i], f"{name} on {description}",
                      [(wrong[i], mistake) for wrong, mistake in mistakes],
-                     lambda: "for Y = X @ W + b, grad_X = grad_Y @ Wᵀ; the heads are split after "
+                     hint=lambda: "for Y = X @ W + b, grad_X = grad_Y @ Wᵀ; the heads are split after "
                      "the projection, so their gradients are merged before it" + because())
         check(isinstance(grad_params, dict) and set(grad_params) == set(params),
               f"grad_params on {description} should be a dict with the keys {sorted(params)}.")
@@ -335,7 +337,7 @@ def check_multi_head_attention_backward(mha_backward):
             _compare(actual, right, f"grad_params['{key}'] on {description}",
                      [(right.T, "it is transposed: for Y = X @ W, grad_W = Xᵀ @ grad_Y, "
                                 "of W's shape (d_in, d_out)")],
-                     lambda: "for Y = X @ W + b: grad_W = Xᵀ grad_Y and grad_b = Σ grad_Y, summed "
+                     hint=lambda: "for Y = X @ W + b: grad_W = Xᵀ grad_Y and grad_b = Σ grad_Y, summed "
                      "over the batch and time axes" + because())
 
 

@@ -17,8 +17,8 @@ import numpy as np
 from solutions import bahdanau as reference
 from solutions.rnn_encoder_decoder import encode, gru_cell, rnn_cell
 
-from autograder.checking import check, check_close, check_shape
-from autograder.harness import call, seeded
+from autograder.checking import check, check_close, check_shape, close
+from autograder.harness import call, check_weights, compare, diagnose, is_variant, seeded, students_own
 from .rnn_encoder_decoder import cell_params
 
 SEED = 20140901  # "Neural machine translation by jointly learning to align and translate", arXiv v1
@@ -37,9 +37,6 @@ def _mask(lengths, T):
     return np.arange(T) < np.asarray(lengths)[:, None]
 
 
-def _close(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and np.allclose(a, b, rtol=1e-6, atol=1e-9)
 
 
 # -- bidirectional_encode --------------------------------------------------------------
@@ -67,7 +64,7 @@ def check_bidirectional_encode(bidirectional_encode):
             check(False, f"{name} have shape {actual.shape}: concatenate the two halves along "
                          "the last axis (the features), not along the time axis.")
         check_shape(actual, expected.shape, name)
-        if not _close(actual, expected):
+        if not close(actual, expected):
             default_note = "the default cell is 'gru'" if cell is None else "cell='gru'"
             _diagnose_bidirectional(actual, X, params_fwd, params_bwd, kind, name, default_note)
         check_close(actual, expected, name,
@@ -82,26 +79,26 @@ def _diagnose_bidirectional(actual, X, params_fwd, params_bwd, cell, name, defau
     bwd_forward_order = encode(X, params_bwd, cell)[0]
     both = lambda first, second: np.concatenate([first, second], axis=-1)  # noqa: E731
     T = X.shape[1]
-    if T > 1 and _close(actual, both(fwd, bwd_reading_order)):
+    if T > 1 and close(actual, both(fwd, bwd_reading_order)):
         check(False, f"{name}: the backward states are still in reading order; flip them back "
                      "(H_bwd[:, ::-1]) so that position j holds the backward state of x_j.")
-    if _close(actual, both(bwd, fwd)):
+    if close(actual, both(bwd, fwd)):
         check(False, f"{name}: the halves are in the wrong order; position j holds "
                      "[h_fwd_j ; h_bwd_j], the forward half first.")
-    if T > 1 and any(_close(actual, both(fwd, H)) for H in (
+    if T > 1 and any(close(actual, both(fwd, H)) for H in (
             bwd_forward_order, bwd_forward_order[:, ::-1], bwd_forward_order[::-1],
             encode(X[:, :, ::-1], params_bwd, cell)[0])):
         check(False, f"{name}: the backward RNN must read each sequence from its end; run it on "
                      "X[:, ::-1] (the time axis) and flip its states back.")
     fwd_with_bwd_params = encode(X, params_bwd, cell)[0]
     bwd_with_fwd_params = encode(X[:, ::-1], params_fwd, cell)[0][:, ::-1]
-    if any(_close(actual, H) for H in (both(fwd, bwd_with_fwd_params),
+    if any(close(actual, H) for H in (both(fwd, bwd_with_fwd_params),
                                        both(fwd_with_bwd_params, bwd),
                                        both(fwd_with_bwd_params, bwd_with_fwd_params))):
         check(False, f"{name}: use params_fwd for the forward RNN and params_bwd for the "
                      "backward RNN.")
     # GRU parameters hold the plain RNN's keys too: a forgotten `cell` runs the RNN.
-    if cell == "gru" and _close(actual, reference.bidirectional_encode(
+    if cell == "gru" and close(actual, reference.bidirectional_encode(
             X, params_fwd, params_bwd, "rnn")):
         check(False, f"{name}: they come from the plain RNN cell, but the cell is the GRU "
                      f"here ({default_note}); pass cell on to encode.")
@@ -124,7 +121,7 @@ def check_additive_score(additive_score):
         expected = reference.additive_score(s_prev, H, params)
         name = f"the scores on {description}"
         check_shape(actual, expected.shape, name)
-        if not _close(actual, expected):
+        if not close(actual, expected):
             _diagnose_score(actual, s_prev, H, params, name)
         check_close(actual, expected, name,
                     "e_j should be v_a · tanh(s_prev @ W_a + H_j @ U_a)")
@@ -133,21 +130,21 @@ def check_additive_score(additive_score):
 def _diagnose_score(actual, s_prev, H, params, name):
     W_a, U_a, v_a = params["W_a"], params["U_a"], params["v_a"]
     state, annotations = (s_prev @ W_a)[:, None, :], H @ U_a  # (B, 1, d_a), (B, T, d_a)
-    if W_a.shape == U_a.shape and _close(
+    if W_a.shape == U_a.shape and close(
             actual, reference.additive_score(s_prev, H, {"W_a": U_a, "U_a": W_a, "v_a": v_a})):
         check(False, f"{name}: W_a applies to the decoder state s_prev and U_a to the "
                      "annotations H, not the other way round.")
-    if _close(actual, (state + annotations) @ v_a):
+    if close(actual, (state + annotations) @ v_a):
         check(False, f"{name}: apply tanh to s_prev @ W_a + H_j @ U_a before the dot product "
                      "with v_a.")
-    if _close(actual, np.tanh(state + annotations).sum(axis=-1)):
+    if close(actual, np.tanh(state + annotations).sum(axis=-1)):
         check(False, f"{name}: take the dot product of the hidden layer tanh(…) with v_a, "
                      "not its sum.")
-    if _close(actual, (np.tanh(state) + np.tanh(annotations)) @ v_a):
+    if close(actual, (np.tanh(state) + np.tanh(annotations)) @ v_a):
         check(False, f"{name}: tanh applies to the sum s_prev @ W_a + H_j @ U_a, not to "
                      "each term.")
     B, T = H.shape[:2]
-    if B == T and _close(actual, np.tanh((s_prev @ W_a)[None, :, :] + annotations) @ v_a):
+    if B == T and close(actual, np.tanh((s_prev @ W_a)[None, :, :] + annotations) @ v_a):
         check(False, f"{name}: add s_prev @ W_a of each sequence to every position of that "
                      "sequence; insert the time axis, (s_prev @ W_a)[:, None, :].")
 
@@ -188,38 +185,32 @@ def check_masked_softmax(masked_softmax):
 
 
 def _check_weights(actual, expected, scores, mask, axis, name):
-    """Shape, NaN, masking, fully masked rows and normalisation of attention weights."""
+    """Weights of a masked softmax along ``axis``: the known mistakes, the facts, the values."""
     check_shape(actual, expected.shape, name)
     allowed = np.ones(expected.shape, dtype=bool) if mask is None \
         else np.broadcast_to(mask, expected.shape)
-    has_entries = allowed.any(axis=axis, keepdims=True)
-    empty = np.broadcast_to(~has_entries, expected.shape)
-    check(np.all(np.isfinite(actual)),
-          f"there is NaN or inf in {name}: "
-          + ("a row whose entries are all masked must give all-zero weights."
-             if empty.any() else "subtract the maximum before exp."))
-    if mask is not None:
-        inverted = reference.masked_softmax(scores, ~allowed, axis=axis)
-        rows = np.broadcast_to((~allowed).any(axis=axis, keepdims=True), expected.shape)
-        if rows.any() and np.allclose(actual[rows], inverted[rows], rtol=1e-6, atol=1e-9):
-            check(False, f"{name}: the mask is inverted; True marks the entries that are kept.")
-    check(np.allclose(actual[empty], 0.0),
-          f"{name}: a row whose entries are all masked must get all-zero weights, not a "
-          "uniform distribution.")
-    check(np.allclose(actual[~allowed], 0.0),
-          f"{name}: masked entries get nonzero weight; set their scores to -inf (or a very "
-          "large negative number) before the softmax.")
-    sums = actual.sum(axis=axis, keepdims=True)
-    if not np.allclose(sums[has_entries], 1.0):
-        if mask is not None and not allowed.all() and _close(
-                actual, np.where(allowed, reference.masked_softmax(scores, None, axis=axis), 0)):
-            check(False, f"{name}: the weights do not sum to 1; apply the mask to the scores "
-                         "before the softmax, not to the weights after it.")
-        other = -1 if axis in (0, -scores.ndim) else 0
-        if scores.ndim > 1 and np.allclose(actual.sum(axis=other), 1.0):
-            check(False, f"{name}: the weights sum to 1 along axis {other}; normalise along "
-                         f"the axis you are given (axis={axis}).")
-        check(False, f"{name}: the weights along axis {axis} should sum to 1.")
+    if not close(actual, expected):
+        mistakes = []
+        if mask is not None:
+            # an inverted mask decides the rows that have masked entries; only those are compared
+            inverted = reference.masked_softmax(scores, ~allowed, axis=axis)
+            rows = np.broadcast_to((~allowed).any(axis=axis, keepdims=True), expected.shape)
+            check(not (rows.any() and close(actual[rows], inverted[rows])),
+                  f"{name}: the mask is inverted; True marks the entries that are kept.")
+            mistakes += [(reference.masked_softmax(np.where(allowed, scores, -1e9), None, axis=axis),
+                          "a row whose entries are all masked gets a uniform distribution: it "
+                          "must get all-zero weights"),
+                         (np.where(allowed, reference.masked_softmax(scores, None, axis=axis), 0),
+                          "the mask is applied to the weights after the softmax: apply it to the "
+                          "scores, before the softmax"),
+                         (reference.masked_softmax(scores, None, axis=axis),
+                          "the mask is ignored: masked entries must get weight 0")]
+        if scores.ndim > 1:
+            other = -1 if axis in (0, -scores.ndim) else 0
+            mistakes.append((reference.masked_softmax(scores, mask, axis=other),
+                             f"the weights are normalised along axis {other}, not along axis {axis}"))
+        diagnose(actual, mistakes, f"{name}: ")
+    check_weights(actual, allowed, name, keys="entries", row="a row", axis=axis)
 
 
 # -- bahdanau_attention ---------------------------------------------------------------
@@ -247,26 +238,19 @@ def check_bahdanau_attention(bahdanau_attention):
         actual_context, actual_weights = result
         if (np.shape(actual_context), np.shape(actual_weights)) == (weights.shape, context.shape):
             check(False, "return (context, weights) in this order, not (weights, context).")
-        _check_attention_weights(actual_weights, weights, s_prev, H, params, mask, description)
-        check_close(actual_context, context, f"the context on {description}",
-                    "the weights are right but the context is not Σ_j weights_j h_j")
-
-
-def _check_attention_weights(actual, expected, s_prev, H, params, mask, description):
-    name = f"the weights on {description}"
-    check_shape(actual, expected.shape, name)
-    if mask is not None and not mask.all() and _close(
-            actual, reference.bahdanau_attention(s_prev, H, params)[1]):
-        check(False, f"{name}: padding positions get weight; pass the mask to masked_softmax.")
-    if expected.shape[0] > 1 and not _close(actual, expected) \
-            and np.allclose(actual.sum(axis=0), 1.0):
-        check(False, f"{name} sum to 1 over the batch: take the softmax over the source "
-                     "positions (the last axis), not over the batch.")
-    scores = reference.additive_score(s_prev, H, params)
-    _check_weights(actual, expected, scores, mask, -1, name)
-    check_close(actual, expected, name,
-                "they differ from masked_softmax(additive_score(s_prev, H, params), mask); "
-                "check that your additive_score and masked_softmax pass their checks")
+        name = f"the weights on {description}"
+        check_shape(actual_weights, weights.shape, name)
+        own_score, own_softmax = (students_own(bahdanau_attention, task)
+                                  for task in ("additive_score", "masked_softmax"))
+        if not is_variant(actual_weights, (own_score or own_softmax) and (
+                lambda: (own_softmax or reference.masked_softmax)(
+                    (own_score or reference.additive_score)(s_prev, H, params), mask))):
+            _check_weights(actual_weights, weights, reference.additive_score(s_prev, H, params),
+                           mask, -1, name)
+            compare(actual_weights, weights, name,
+                    hint="they should be masked_softmax(additive_score(s_prev, H, params), mask)")
+        compare(actual_context, np.einsum("bt,bth->bh", actual_weights, H), f"the context on {description}",
+                hint="it should be Σ_j weights_j h_j")
 
 
 # -- bahdanau_decode_step -------------------------------------------------------------
@@ -313,13 +297,13 @@ def _check_step(s_t, context, weights, expected, y_prev, s_prev, H, params, mask
     name = f"the weights on {description}"
     check_shape(weights, expected_weights.shape, name)
     check_shape(s_t, expected_s.shape, f"s_t on {description}")
-    if not _close(weights, expected_weights):
-        if np.all(np.isfinite(s_t)) and _close(
+    if not close(weights, expected_weights):
+        if np.all(np.isfinite(s_t)) and close(
                 weights, reference.bahdanau_attention(s_t, H, params["attention"], mask)[1]):
             check(False, f"on {description}, the context is computed from the new state s_t; "
                          "Bahdanau computes it from the previous state s_prev, before the "
                          "cell runs.")
-        if mask is not None and _close(
+        if mask is not None and close(
                 weights, reference.bahdanau_attention(s_prev, H, params["attention"])[1]):
             check(False, f"{name}: padding positions get weight; pass the mask on to "
                          "bahdanau_attention.")
@@ -330,14 +314,14 @@ def _check_step(s_t, context, weights, expected, y_prev, s_prev, H, params, mask
                      "(and check that your bahdanau_attention passes its checks).")
     check_close(context, expected_context, f"the context on {description}",
                 "it should be the context that bahdanau_attention returns")
-    if not _close(s_t, expected_s):
+    if not close(s_t, expected_s):
         step = CELLS[cell]
         swapped = step(np.concatenate([expected_context, y_prev], axis=-1), s_prev,
                        params["cell"])
-        if _close(s_t, swapped):
+        if close(s_t, swapped):
             check(False, f"s_t on {description}: the cell's input is "
                          "concatenate([y_prev, context]), y_prev first.")
-        if cell == "gru" and _close(s_t, rnn_cell(
+        if cell == "gru" and close(s_t, rnn_cell(
                 np.concatenate([y_prev, expected_context], axis=-1), s_prev, params["cell"])):
             note = "the default cell is 'gru'" if default else "cell='gru'"
             check(False, f"s_t on {description} comes from the plain RNN cell, but the cell "

@@ -19,8 +19,8 @@ from solutions import luong as reference
 from solutions.rnn_encoder_decoder import sigmoid
 from solutions.scaled_dot_product import masked_softmax
 
-from autograder.checking import check, check_close, check_shape
-from autograder.harness import call, seeded
+from autograder.checking import check, check_close, check_shape, close
+from autograder.harness import call, check_weights, compare, diagnose, seeded
 
 SEED = 150804025  # the paper's arXiv number, 1508.04025
 SCORES = ("dot", "general", "concat")
@@ -41,9 +41,9 @@ def check_dot_score(dot_score):
         actual = call(dot_score, h_t, H_s, on=description)
         expected = reference.dot_score(h_t, H_s)
         _check_scores_shape(actual, expected, name)
-        if not _close(actual, expected):
+        if not close(actual, expected):
             d = h_t.shape[1]
-            check(not _close(actual, expected / np.sqrt(d)),
+            check(not close(actual, expected / np.sqrt(d)),
                   f"{name}: Luong's dot score is h_t · h_s, not scaled by √d "
                   "(the scaling comes later, in the Transformer).")
         check_close(actual, expected, name, "each score should be the dot product h_t · h_s")
@@ -61,11 +61,11 @@ def check_general_score(general_score):
         actual = call(general_score, h_t, H_s, W_a, on=description)
         expected = reference.general_score(h_t, H_s, W_a)
         _check_scores_shape(actual, expected, name)
-        if not _close(actual, expected):
-            check(not _close(actual, reference.general_score(h_t, H_s, W_a.T)),
+        if not close(actual, expected):
+            check(not close(actual, reference.general_score(h_t, H_s, W_a.T)),
                   f"{name}: W_a is used transposed; the score is (h_t @ W_a) · h_s, "
                   "with h_t on the left of W_a, not (h_s @ W_a) · h_t.")
-            check(not _close(actual, reference.dot_score(h_t, H_s)),
+            check(not close(actual, reference.dot_score(h_t, H_s)),
                   f"{name}: the scores are plain dot products; multiply h_t by W_a first.")
         check_close(actual, expected, name, "each score should be (h_t @ W_a) · h_s")
 
@@ -85,12 +85,12 @@ def check_concat_score(concat_score):
         actual = call(concat_score, h_t, H_s, W_a, v_a, on=description)
         expected = reference.concat_score(h_t, H_s, W_a, v_a)
         _check_scores_shape(actual, expected, name)
-        if not _close(actual, expected):
-            check(not _close(actual, reference.concat_score(h_t, H_s, _swap_halves(W_a), v_a)),
+        if not close(actual, expected):
+            check(not close(actual, reference.concat_score(h_t, H_s, _swap_halves(W_a), v_a)),
                   f"{name}: concatenate [h_t ; h_s], decoder state first: the first d rows "
                   "of W_a multiply h_t and the last d rows multiply h_s.")
             linear = _concat_pre_activation(h_t, H_s, W_a) @ v_a
-            check(not _close(actual, linear),
+            check(not close(actual, linear),
                   f"{name}: apply tanh to [h_t ; h_s] @ W_a before the dot product with v_a.")
         check_close(actual, expected, name, "each score should be v_a · tanh([h_t ; h_s] @ W_a)")
 
@@ -154,52 +154,48 @@ def _check_attention_case(luong_attention, description, h_t, H_s, params, score,
     check_shape(h_tilde, (B, d), f"h_tilde on {description}")
 
     allowed = np.ones((B, S), dtype=bool) if mask is None else np.broadcast_to(mask, (B, S))
-    has_keys = allowed.any(axis=-1)
-    check(np.all(np.isfinite(weights)),
-          f"the weights on {description} contain NaN or inf: "
-          + ("a row whose positions are all masked must get all-zero weights."
-             if not has_keys.all() else "make the softmax numerically stable "
-                                        "(subtract the row's maximum score before exp)."))
-    check(np.allclose(weights[~has_keys], 0.0),
-          f"on {description}, a row whose positions are all masked must get all-zero weights, "
-          "not a uniform distribution.")
-    check(np.allclose(weights[~allowed], 0.0),
-          f"on {description}, masked positions get nonzero weight: set their scores to -inf "
-          "(or a very large negative number) before the softmax.")
-    row_sums = weights.sum(axis=-1)
-    if not np.allclose(row_sums[has_keys], 1.0):
+
+    def weight_mistakes():
+        found = [(_global_weights(h_t, H_s, params, other, mask),
+                  f"the weights are those of the {other} score: use the {score} score, as the "
+                  "`score` argument says" + (" (its default is 'general')" if "score" not in kwargs else ""))
+                 for other in _usable_scores(params) if other != score]
+        scores = _scores(h_t, H_s, params, score)
+        if B > 1:
+            found.append((masked_softmax(scores, mask, axis=0), "the softmax is taken over the batch: "
+                                                                "take it over the S source positions (the last axis)"))
         if mask is not None:
-            check(False, f"on {description}, rows of weights do not sum to 1: apply the mask "
-                         "to the scores before the softmax, not to the weights after it.")
-        check(not (B > 1 and np.allclose(weights.sum(axis=0), 1.0)),
-              f"on {description}, the weights sum to 1 over the batch: take the softmax "
-              "over the S source positions (the last axis).")
-        check(False, f"on {description}, each row of weights should sum to 1 over the "
-                     "S source positions.")
-    if not _close(weights, expected_weights):
-        for other in _usable_scores(params):
-            if other != score and _close(weights, _global_weights(h_t, H_s, params, other, mask)):
-                check(False, f"on {description}, the weights are those of the {other} score: "
-                             f"use the {score} score, as the `score` argument says"
-                             + (" (its default is 'general')." if not kwargs.get("score") else "."))
-    check_close(weights, expected_weights, f"the weights on {description}",
-                f"they differ from the softmax of the {score} scores over the source positions "
-                f"(if {score}_score fails its own check, fix it first)")
-    if not _close(context, expected_context):
-        check(not (_close(context, expected_h_tilde) and _close(h_tilde, expected_context)),
+            found += [(masked_softmax(scores, None) * allowed,
+                       "the mask is applied to the weights after the softmax: apply it to the "
+                       "scores, before the softmax"),
+                      (masked_softmax(scores, None), "the mask is ignored: masked positions must get weight 0"),
+                      (masked_softmax(np.where(allowed, scores, -1e9), None),
+                       "a row whose positions are all masked gets a uniform distribution: it must "
+                       "get all-zero weights")]
+        return found
+
+    if not close(weights, expected_weights):
+        diagnose(weights, weight_mistakes(), f"on {description}, ")
+    check_weights(weights, allowed, f"the weights on {description}", keys="positions", row="a row")
+
+    compare(weights, expected_weights, f"the weights on {description}", weight_mistakes,
+            hint=f"they should be the softmax of the {score} scores over the source positions "
+                 f"(if {score}_score fails its own check, fix it first)")
+    if not close(context, expected_context):
+        check(not (close(context, expected_h_tilde) and close(h_tilde, expected_context)),
               "return (h_tilde, context, weights) in this order: h_tilde first.")
-    check_close(context, expected_context, f"the context on {description}",
-                "the weights are right but the context is not Σ_s weights_s h_s")
-    if not _close(h_tilde, expected_h_tilde):
+    compare(context, expected_context, f"the context on {description}",
+            hint="it should be Σ_s weights_s h_s")
+
+    def h_tilde_mistakes():
         pre = np.concatenate([expected_context, h_t], axis=-1) @ params["W_c"]
         swapped = np.concatenate([h_t, expected_context], axis=-1) @ params["W_c"]
-        for candidate, mistake in (
-                (np.tanh(swapped), "concatenate [c_t ; h_t], context first, before multiplying by W_c"),
+        return [(np.tanh(swapped), "concatenate [c_t ; h_t], context first, before multiplying by W_c"),
                 (pre, "apply tanh: h_tilde = tanh([c_t ; h_t] @ W_c)"),
-                (swapped, "h_tilde = tanh([c_t ; h_t] @ W_c): put the context first and apply tanh")):
-            check(not _close(h_tilde, candidate), f"on {description}, {mistake}.")
-    check_close(h_tilde, expected_h_tilde, f"h_tilde on {description}",
-                "the context is right but h_tilde is not tanh([c_t ; h_t] @ W_c)")
+                (swapped, "h_tilde = tanh([c_t ; h_t] @ W_c): put the context first and apply tanh")]
+
+    compare(h_tilde, expected_h_tilde, f"h_tilde on {description}", h_tilde_mistakes,
+            hint="it should be tanh([c_t ; h_t] @ W_c)")
 
 
 # -- local attention -------------------------------------------------------------
@@ -222,7 +218,7 @@ def check_predictive_position(predictive_position):
         check_shape(actual, (B,), name)
         check(np.all(np.isfinite(actual)),
               f"{name} contains NaN or inf: compute the sigmoid without overflow.")
-        if not _close(actual, expected):
+        if not close(actual, expected):
             logit = np.tanh(h_t @ W_p) @ v_p
             for candidate, mistake in (
                     (expected / S, "multiply by S, the source length, so that p_t lies in [0, S]"),
@@ -233,7 +229,7 @@ def check_predictive_position(predictive_position):
                      "apply tanh to h_t @ W_p before the product with v_p"),
                     (expected + 1, "positions are 0-based: p_t = S · σ(…) with nothing added"),
                     (expected - 1, "positions are 0-based: p_t = S · σ(…) with nothing subtracted")):
-                check(not _close(actual, candidate), f"{name}: {mistake}.")
+                check(not close(actual, candidate), f"{name}: {mistake}.")
         check_close(actual, expected, name, "p_t should be S · σ(tanh(h_t @ W_p) @ v_p)")
 
 
@@ -298,10 +294,10 @@ def _check_local_case(local_attention, description, h_t, H_s, p_t, D, params, sc
           f"the weights on {description} contain NaN or inf: make the softmax numerically "
           "stable (subtract the window's maximum score before exp).")
 
-    if not _close(weights, expected_weights):
+    if not close(weights, expected_weights):
         args = (h_t, H_s, p_t, D, params, score)
         if not with_gaussian:
-            check(not _close(weights, _local_weights(*args)),
+            check(not close(weights, _local_weights(*args)),
                   f"on {description}, the weights are multiplied by the Gaussian: with "
                   "gaussian=False (local-m, Luong et al.'s Eq. 7) they are the window's softmax "
                   "alone; the Gaussian is local-p's (Eq. 10, gaussian=True).")
@@ -330,11 +326,11 @@ def _check_local_case(local_attention, description, h_t, H_s, p_t, D, params, sc
                  for sigma in (D, D / np.sqrt(2), D / 4, 2 * D, D / (2 * np.sqrt(2)), np.sqrt(D / 2))]
         bump = "after" if with_gaussian else "none"
         for options, mistake in variants:
-            check(not _close(weights, _local_weights(*args, **{"gaussian": bump, **options})),
+            check(not close(weights, _local_weights(*args, **{"gaussian": bump, **options})),
                   f"on {description}, {mistake}.")
         for other in _usable_scores(params):
             if other != score:
-                check(not _close(weights, reference.local_attention(
+                check(not close(weights, reference.local_attention(
                           h_t, H_s, p_t, D, params, other, gaussian=with_gaussian)[1]),
                       f"on {description}, the weights are those of the {other} score: "
                       f"use the {score} score, as the `score` argument says"
@@ -434,6 +430,3 @@ def _check_scores_shape(actual, expected, name):
     check(np.all(np.isfinite(actual)), f"{name} contains NaN or inf.")
 
 
-def _close(actual, expected):
-    return np.shape(actual) == np.shape(expected) and np.allclose(actual, expected,
-                                                                 rtol=1e-6, atol=1e-9)

@@ -17,7 +17,7 @@ import numpy as np
 from solutions import multi_head as reference
 from solutions.scaled_dot_product import causal_mask, padding_mask, scaled_dot_product_attention
 
-from autograder.checking import CheckFailed, check, check_close, check_shape
+from autograder.checking import CheckFailed, check, check_close, check_shape, close
 from autograder.harness import call, seeded
 
 SEED = 20170612  # the day "Attention is all you need" appeared on arXiv
@@ -175,8 +175,8 @@ def _check_mha_case(mha, description, Q, K, V, params, h, mask):
         else np.broadcast_to(mask, expected_weights.shape)
     check(np.all(np.isfinite(weights)) and np.all(np.isfinite(output)),
           f"on {description}, the weights or the output contain NaN or inf.")
-    weights_right = np.allclose(weights, expected_weights, rtol=1e-6, atol=1e-9)
-    output_right = np.allclose(output, expected_output, rtol=1e-6, atol=1e-9)
+    weights_right = close(weights, expected_weights)
+    output_right = close(output, expected_output)
     if not (weights_right and output_right):
         if mask is not None and not weights_right:
             ignored = reference.multi_head_attention(Q, K, V, params, h)[1]

@@ -19,7 +19,7 @@ import numpy as np
 
 from solutions import positional_encoding as reference
 
-from autograder.checking import CheckFailed, check, check_close, check_shape
+from autograder.checking import CheckFailed, check, check_close, check_shape, close
 from autograder.harness import call, seeded
 
 SEED = 20210420  # the day RoFormer (Su et al.) appeared on arXiv
@@ -138,7 +138,7 @@ def check_relative_position_matrix(relative_position_matrix):
         expected = reference.relative_position_matrix(k, d_model)
         actual = call(relative_position_matrix, k, d_model, on=f"k={k}, d_model={d_model}")
         check_shape(actual, (d_model, d_model), name)
-        if k != 0 and np.allclose(actual, expected.T, rtol=1e-6, atol=1e-9):
+        if k != 0 and close(actual, expected.T):
             check(False, f"{name} maps PE[p] to PE[p − k]: it is the transpose of the right "
                          "matrix (the column-vector convention), which is also the matrix "
                          "for −k; here vectors are rows, so PE[p + k] = PE[p] @ M.")
@@ -178,7 +178,7 @@ def check_add_positional_encoding(add_positional_encoding):
                 "leading axes).") from None
         check_shape(actual, X.shape, name)
         expected = reference.add_positional_encoding(X)
-        if not np.allclose(actual, expected, rtol=1e-6, atol=1e-9):
+        if not close(actual, expected):
             _diagnose_added(actual, X, name)
         check_close(actual, expected, name, "it should be X + PE[:T]")
 
@@ -271,12 +271,12 @@ def _split_half(X, positions):
 def _check_rotated(actual, X, positions, name, from_one):
     check_shape(actual, X.shape, name)
     expected = reference.rotary_embedding(X, positions)
-    if not np.allclose(actual, expected, rtol=1e-6, atol=1e-9):
+    if not close(actual, expected):
         d = X.shape[-1]
         positions = np.asarray(positions)
 
         def like(other):
-            return np.allclose(actual, other, rtol=1e-6, atol=1e-9)
+            return close(actual, other)
 
         check(not like(reference.rotary_embedding(X, -positions)),
               f"{name}: the rotation goes the wrong way (the signs of the sines are swapped); "

@@ -25,8 +25,8 @@ import numpy as np
 
 from solutions import rnn_encoder_decoder as reference
 
-from autograder.checking import check, check_close, check_shape
-from autograder.harness import blame, call, quietly, seeded, students_own
+from autograder.checking import check, check_close, check_shape, close
+from autograder.harness import blame, call, diagnose, quietly, seeded, students_own
 
 SEED = 20140603  # Cho et al.'s "Learning phrase representations..." appeared on arXiv
 
@@ -99,7 +99,7 @@ def check_rnn_cell(rnn_cell):
         expected = reference.rnn_cell(x, h, params)
         check_shape(actual, expected.shape, name)
         check(np.all(np.isfinite(actual)), f"{name} contains inf or NaN.")
-        if not _close(actual, expected):
+        if not close(actual, expected):
             W_xh, W_hh, b_h = params["W_xh"], params["W_hh"], params["b_h"]
             pre = x @ W_xh + h @ W_hh + b_h
             mistakes = [
@@ -114,7 +114,7 @@ def check_rnn_cell(rnn_cell):
             if d_in == d_h:
                 mistakes.append((np.tanh(x @ W_xh.T + h @ W_hh + b_h),
                                  "use x_t @ W_xh with W_xh as given (row vectors), not its transpose"))
-            _diagnose(actual, mistakes, f"on {description}, ")
+            diagnose(actual, mistakes, f"on {description}, ")
         check_close(actual, expected, name, "it differs from tanh(x_t W_xh + h_prev W_hh + b_h)")
 
 
@@ -137,8 +137,8 @@ def check_gru_cell(gru_cell):
         check_shape(actual, expected.shape, name)
         check(np.all(np.isfinite(actual)),
               f"{name} contains inf or NaN: compute the sigmoid without overflow.")
-        if not _close(actual, expected):
-            _diagnose(actual, _gru_mistakes(x, h, params), f"on {description}, ")
+        if not close(actual, expected):
+            diagnose(actual, _gru_mistakes(x, h, params), f"on {description}, ")
         check_close(actual, expected, name,
                     "it differs from z ⊙ h_prev + (1 − z) ⊙ h̃ with the gates of Cho et al.")
 
@@ -204,11 +204,11 @@ def _check_encode_case(encode, description, X, params, cell, pass_cell):
           f"a {type(result).__name__}.")
     H, h_T = result
     expected_H, expected_h_T = reference.encode(X, params, cell)
-    if not (_close(H, expected_H) and _close(h_T, expected_h_T)):
+    if not (close(H, expected_H) and close(h_T, expected_h_T)):
         own_cell = students_own(encode, f"{cell}_cell")
         if own_cell is not None:  # right, with the student's own (wrong) cell?
             own = quietly(lambda: _encode_with(X, params, own_cell))
-            if own is not None and _close(H, own[0]) and _close(h_T, own[1]):
+            if own is not None and close(H, own[0]) and close(h_T, own[1]):
                 return
     if np.shape(H) == (B, d_h) and np.shape(h_T) == (B, T, d_h):
         check(False, "return (H, h_T) in this order, not (h_T, H).")
@@ -220,7 +220,7 @@ def _check_encode_case(encode, description, X, params, cell, pass_cell):
                      "reading x_0 … x_(T−1), not the zero initial state.")
     check_shape(H, expected_H.shape, f"H on {description}")
     check(np.all(np.isfinite(H)), f"H on {description} contains inf or NaN.")
-    if not _close(H, expected_H):
+    if not close(H, expected_H):
         step = reference.rnn_cell if cell == "rnn" else reference.gru_cell
         mistakes = [(expected_H[:, ::-1], "H is in reverse order: H[:, t] is the state after "
                                           "reading x_t, so H[:, 0] comes after x_0")]
@@ -230,16 +230,16 @@ def _check_encode_case(encode, description, X, params, cell, pass_cell):
         backwards = reference.encode(X[:, ::-1], params, cell)[0]
         mistakes += [(backwards, "encode reads X from the end: read x_0 first"),
                      (backwards[:, ::-1], "encode reads X from the end: read x_0 first")]
-        _diagnose(H, mistakes, f"on {description}, ")
-        if T > 1 and _close(H[:, 1:], _steps(step, X[:, 1:], H[:, :-1], params)) \
-                and not _close(H[:, 0], step(X[:, 0], np.zeros((B, d_h)), params)):
+        diagnose(H, mistakes, f"on {description}, ")
+        if T > 1 and close(H[:, 1:], _steps(step, X[:, 1:], H[:, :-1], params)) \
+                and not close(H[:, 0], step(X[:, 0], np.zeros((B, d_h)), params)):
             check(False, f"on {description}, H[:, 0] should be the cell applied to x_0 and a zero "
                          "state: start from h = 0.")
         check_close(H, expected_H, f"H on {description}",
                     "H[:, t] should be cell(x_t, H[:, t−1]), starting from a zero state"
                     + blame(encode, [f"{cell}_cell"], _works))
     check_shape(h_T, expected_h_T.shape, f"h_T on {description}")
-    if T > 1 and not _close(h_T, expected_h_T) and _close(h_T, expected_H[:, 0]):
+    if T > 1 and not close(h_T, expected_h_T) and close(h_T, expected_H[:, 0]):
         check(False, f"on {description}, h_T should be the last state H[:, -1], not the first.")
     check_close(h_T, expected_h_T, f"h_T on {description}", "it should be the last state, H[:, -1]")
 
@@ -278,12 +278,12 @@ def check_decode_step(decode_step):
         actual = call(decode_step, y, s, c, params, *([cell] if pass_cell else []), on=description)
         expected = reference.decode_step(y, s, c, params, cell)
         own_cell = students_own(decode_step, f"{cell}_cell")
-        if own_cell is not None and not _close(actual, expected):
+        if own_cell is not None and not close(actual, expected):
             own = quietly(lambda: own_cell(np.concatenate([y, c], -1), s, params))
-            if own is not None and _close(actual, own):
+            if own is not None and close(actual, own):
                 continue  # right, with the student's own (wrong) cell
         check_shape(actual, expected.shape, name)
-        if not _close(actual, expected):
+        if not close(actual, expected):
             step = reference.rnn_cell if cell == "rnn" else reference.gru_cell
             mistakes = [
                 (step(np.concatenate([c, y], -1), s, params),
@@ -299,7 +299,7 @@ def check_decode_step(decode_step):
                 mistakes.append((step(np.concatenate([y, s], -1), c, params),
                                  "the previous state is s_prev and the context goes into the "
                                  "input, not the other way round"))
-            _diagnose(actual, mistakes, f"on {description}, ")
+            diagnose(actual, mistakes, f"on {description}, ")
         check_close(actual, expected, name,
                     "it should be cell(concatenate([y_prev, context], -1), s_prev)"
                     + blame(decode_step, [f"{cell}_cell"], _works))
@@ -404,20 +404,12 @@ def greedy_variant(X, params, bos_id, eos_id, max_len, cell, *, start="context",
 
 # -- helpers -------------------------------------------------------------------------
 
-def _close(actual, expected):
-    return np.shape(actual) == np.shape(expected) and np.allclose(actual, expected,
-                                                                 rtol=1e-6, atol=1e-9)
 
 
 def _same(actual, expected):
     return np.shape(actual) == np.shape(expected) and np.array_equal(actual, expected)
 
 
-def _diagnose(actual, mistakes, where):
-    """Fail with the description of the first known mistake that gives `actual`."""
-    for wrong, mistake in mistakes:
-        if _close(actual, wrong):
-            check(False, f"{where}{mistake}.")
 
 
 
@@ -437,9 +429,9 @@ def _works(name, function):
         actual = quietly(lambda: function(*args))
         if name == "encode":
             if not (isinstance(actual, tuple) and len(actual) == 2
-                    and _close(actual[0], expected[0]) and _close(actual[1], expected[1])):
+                    and close(actual[0], expected[0]) and close(actual[1], expected[1])):
                 return False
-        elif not _close(actual, expected):
+        elif not close(actual, expected):
             return False
     return True
 

@@ -12,9 +12,10 @@ only results are compared, never how they were computed.
 import numpy as np
 
 from solutions import scaled_dot_product as reference
+from solutions.scaled_dot_product import masked_softmax
 
-from autograder.checking import check, check_close, check_shape
-from autograder.harness import call, seeded
+from autograder.checking import check, check_close, check_shape, close
+from autograder.harness import call, check_weights, compare, diagnose, is_variant, seeded, students_own
 
 SEED = 20170612  # the day "Attention is all you need" appeared on arXiv
 
@@ -34,8 +35,11 @@ def check_softmax(softmax):
         name = f"softmax of {description}"
         actual = call(softmax, x, axis=axis, on=description)
         check_shape(actual, x.shape, name)
-        check(np.all(np.isfinite(actual)),
-              f"{name} contains inf or NaN: subtract the maximum along the axis before exp.")
+        if not np.all(np.isfinite(actual)):
+            check(not is_variant(actual, lambda: np.exp(x) / np.exp(x).sum(axis=axis, keepdims=True)),
+                  f"{name} contains inf or NaN, as exp(x) / Σ exp(x) gives when exp overflows: "
+                  "subtract the maximum along the axis before exp.")
+            check(False, f"{name} contains inf or NaN; the softmax of finite scores is finite.")
         check(np.allclose(actual.sum(axis=axis), 1.0),
               f"{name} does not sum to 1 along axis {axis}: normalise along the given axis.")
         check_close(actual, reference.softmax(x, axis=axis), name,
@@ -127,40 +131,50 @@ def _check_attention_case(attention, description, Q, K, V, mask):
     check_shape(weights, expected_weights.shape, f"the weights on {description}")
     check_shape(output, expected_output.shape, f"the output on {description}")
 
+    own_softmax = students_own(attention, "softmax")
+    if is_variant(weights, own_softmax and (lambda: _weights_with(own_softmax, Q, K, mask))):
+        # right with the student's own softmax, whose check takes the points
+        compare(output, weights @ V, f"the output on {description}", variant=lambda: weights @ V,
+                hint="it should be weights @ V")
+        return
     allowed = np.ones(expected_weights.shape, dtype=bool) if mask is None \
         else np.broadcast_to(mask, expected_weights.shape)
-    has_keys = allowed.any(axis=-1)  # queries with at least one key to attend to
-    check(np.all(np.isfinite(weights)),
-          f"the weights on {description} contain NaN or inf: "
-          + ("a query whose keys are all masked must get all-zero weights."
-             if not has_keys.all() else "make the softmax numerically stable."))
-    check(np.allclose(weights[~has_keys], 0.0),
-          f"on {description}, a query whose keys are all masked must get all-zero weights, "
-          "not a uniform distribution.")
-    check(np.allclose(weights[~allowed], 0.0),
-          f"on {description}, masked keys get nonzero weight: set their scores to -inf "
-          "(or a very large negative number) before the softmax.")
-    row_sums = weights.sum(axis=-1)
-    if not np.allclose(row_sums[has_keys], 1.0):
-        if mask is not None:
-            check(False, f"on {description}, rows of weights do not sum to 1: apply the mask "
-                         "to the scores before the softmax, not to the weights after it.")
-        check(not np.allclose(weights.sum(axis=-2), 1.0),
-              f"on {description}, the weights sum to 1 over the queries: take the softmax "
-              "over the keys (the last axis).")
-        check(False, f"on {description}, each row of weights should sum to 1 over the keys.")
 
-    if not np.allclose(weights, expected_weights, rtol=1e-6, atol=1e-9):
+    def mistakes():
         d_k, d_v = Q.shape[-1], V.shape[-1]
-        for factor, mistake in ((np.sqrt(d_k), "the scores are not divided by √d_k"),
-                                (1 / np.sqrt(d_k), "divide the scores by √d_k, not by d_k"),
-                                (np.sqrt(d_k / d_v), "divide by √d_k (the size of queries and keys), not by √d_v")):
-            if factor != 1 and np.allclose(weights, _weights(Q * factor, K, V, mask)):
-                check(False, f"on {description}, {mistake}.")
-    check_close(weights, expected_weights, f"the weights on {description}",
-                "they differ from softmax(Q Kᵀ / √d_k) over the keys")
-    check_close(output, expected_output, f"the output on {description}",
-                "the weights are right but the output is not weights @ V")
+        scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(d_k)
+        found = [(_weights(Q * factor, K, V, mask), mistake) for factor, mistake in (
+            (np.sqrt(d_k), "the scores are not divided by √d_k"),
+            (1 / np.sqrt(d_k), "divide the scores by √d_k, not by d_k"),
+            (np.sqrt(d_k / d_v), "divide by √d_k (the size of queries and keys), not by √d_v"))
+            if factor != 1]
+        found.append((masked_softmax(scores, mask, axis=-2),
+                      "the softmax is taken over the queries: take it over the keys (the last axis)"))
+        if mask is not None:
+            found += [(reference.softmax(scores) * allowed,
+                       "the mask is applied to the weights after the softmax: apply it to the "
+                       "scores, before the softmax"),
+                      (reference.softmax(scores), "the mask is ignored: masked keys must get weight 0"),
+                      (masked_softmax(np.where(allowed, scores, -1e9), None),
+                       "a query whose keys are all masked gets a uniform distribution: it must "
+                       "get all-zero weights")]
+        return found
+
+    if not close(weights, expected_weights):
+        diagnose(weights, mistakes(), f"on {description}, ")
+    check_weights(weights, allowed, f"the weights on {description}")
+    compare(weights, expected_weights, f"the weights on {description}", mistakes,
+            hint="each row should be the softmax of its scores Q Kᵀ / √d_k")
+    compare(output, weights @ V, f"the output on {description}", hint="it should be weights @ V")
+
+
+def _weights_with(softmax, Q, K, mask):
+    """The weights as the reference computes them, with the student's own ``softmax``."""
+    scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
+    if mask is None:
+        return softmax(scores, axis=-1)
+    weights = softmax(np.where(mask, scores, -1e9), axis=-1)
+    return np.where(np.broadcast_to(mask, weights.shape).any(axis=-1, keepdims=True), weights, 0.0)
 
 
 def _weights(Q, K, V, mask):

@@ -10,13 +10,11 @@ secret seed and compares the parameters with the reference loop's (the task
 fixes every choice, so a correct loop gives the same numbers).
 """
 
-import math
-
 import numpy as np
 
 from solutions import training as reference
 
-from autograder.checking import check
+from autograder.checking import check, close
 from autograder.harness import blame, call, quietly, seeded
 
 SEED = 14126980  # arXiv 1412.6980, Kingma & Ba, "Adam"
@@ -37,7 +35,7 @@ def check_noam_learning_rate(noam_learning_rate):
         expected = reference.noam_learning_rate(step, d_model, warmup, scale)
         check(isinstance(got, (float, np.floating)) and np.ndim(got) == 0,
               f"noam_learning_rate should return one float, got {type(got).__name__} on {on}.")
-        if math.isclose(got, expected, rel_tol=1e-9):
+        if close(got, expected):
             continue
         base = expected / scale
         warm, decay = step * warmup ** -1.5, step ** -0.5
@@ -52,8 +50,9 @@ def check_noam_learning_rate(noam_learning_rate):
             (reference.noam_learning_rate(step + 1, d_model, warmup, scale),
              "it counts the steps from 0 (uses step + 1): step counts from 1"),
         ]
-        reason = next((why for value, why in hints if math.isclose(got, value, rel_tol=1e-9)),
-                      "it should be scale · d_model^(−0.5) · min(step^(−0.5), step · warmup_steps^(−1.5))")
+        causes = {why for value, why in hints if close(got, value)}
+        reason = causes.pop() if len(causes) == 1 else \
+            "it should be scale · d_model^(−0.5) · min(step^(−0.5), step · warmup_steps^(−1.5))"
         check(False, f"noam_learning_rate is {got:.6g} instead of {expected:.6g} on {on}: {reason}.")
     for step in (0, -3):
         try:
@@ -104,19 +103,43 @@ def _same_structure(a, b):
     return np.shape(a) == np.shape(b)
 
 
-def _diagnose_adam(got, params, grads, lr, beta1, beta2, eps):
-    """Why the first step from a fresh state is wrong, when it can be told."""
-    variants = {
-        "there is no bias correction: divide m by 1 − β1^step and v by 1 − β2^step":
-            lambda p, g: p - lr * ((1 - beta1) * g) / (np.sqrt((1 - beta2) * g * g) + eps),
-        "ε is inside the square root: it is added after it, √v̂ + ε":
-            lambda p, g: p - lr * g / np.sqrt(g * g + eps),
-    }
-    for why, step in variants.items():
-        if all(np.allclose(a, step(p, g), rtol=1e-9, atol=1e-14)
-               for (_, a), (_, p), (_, g) in zip(_leaves(got), _leaves(params), _leaves(grads))):
-            return why
-    return None
+def _same(got, want):
+    """Whether the nested arrays ``got`` equal ``want``, leaf by leaf, with the checks' one
+    tolerance applied to each leaf divided by its size (Adam's v is of order g², 1e-10 here)."""
+    pairs = [(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+             for (_, a), (_, b) in zip(_leaves(got), _leaves(want))]
+    return len(pairs) == len(list(_leaves(want))) and all(
+        a.shape == b.shape and np.array_equal(np.isfinite(a), np.isfinite(b))
+        and close(np.where(np.isfinite(a), a, 0) / _size(b), np.where(np.isfinite(b), b, 0) / _size(b))
+        for a, b in pairs)
+
+
+def _size(array):
+    return float(np.max(np.abs(array), initial=0.0, where=np.isfinite(array))) or 1.0
+
+
+def _adam_mistakes(params, grads, lr, beta1, beta2, eps):
+    """(new parameters, what is wrong) of the usual mistakes of a first Adam step."""
+    def first_step(update):
+        with np.errstate(all="ignore"):
+            return _tree_map(update, params, grads)
+    return [
+        (first_step(lambda p, g: p - lr * ((1 - beta1) * g / (1 - beta1 ** 0))
+                    / (np.sqrt((1 - beta2) * g * g / (1 - beta2 ** 0)) + eps)),
+         "the bias correction uses the step counted from 0, 1 − β^0 = 0: count from 1"),
+        (first_step(lambda p, g: p - lr * ((1 - beta1) * g) / (np.sqrt((1 - beta2) * g * g) + eps)),
+         "there is no bias correction: divide m by 1 − β1^step and v by 1 − β2^step"),
+        (first_step(lambda p, g: p - lr * g / np.sqrt(g * g + eps)),
+         "ε is inside the square root: it is added after it, √v̂ + ε"),
+    ]
+
+
+def _tree_map(f, *trees):
+    if isinstance(trees[0], dict):
+        return {k: _tree_map(f, *(t[k] for t in trees)) for k in trees[0]}
+    if isinstance(trees[0], (list, tuple)):
+        return [_tree_map(f, *items) for items in zip(*trees)]
+    return f(*trees)
 
 
 def check_adam_step(adam_step):
@@ -124,12 +147,12 @@ def check_adam_step(adam_step):
     shapes = [(3, 4), (4,), (2,), (2,)]
     params = _nested(rng, shapes)
     # Gradients of very different sizes, some near ε, as late in training.
-    grads = [_nested(rng, shapes, scale) for scale in (1e-4, 3.0, 1e-5, 0.5)]
+    grads = [_nested(rng, shapes, scale) for scale in (1e-4, 3.0, 1e-5, 0.5, 3e-9)]
     lr, beta1, beta2, eps = float(rng.uniform(1e-3, 1e-2)), 0.9, 0.98, 1e-9
     state, expected_params, expected_state = None, params, None
     for n, g in enumerate(grads, start=1):
         on = (f"step {n} (a nested dict of arrays and a list of dicts, lr={lr:.4f}, "
-              f"the paper's beta2=0.98 and eps=1e-9)")
+              f"Vaswani et al.'s beta2=0.98 and eps=1e-9)")
         result = call(adam_step, expected_params, g, expected_state if n > 1 else None,
                       lr=lr, beta1=beta1, beta2=beta2, eps=eps, on=on)
         check(isinstance(result, tuple) and len(result) == 2,
@@ -147,39 +170,45 @@ def check_adam_step(adam_step):
               f'state["m"] and state["v"] should have the structure of params on {on}.')
         want, want_state = reference.adam_step(expected_params, g, expected_state, lr, beta1, beta2,
                                                eps)
-        ok = all(np.allclose(a, b, rtol=1e-9, atol=1e-14)
-                 for (_, a), (_, b) in zip(_leaves(got), _leaves(want)))
-        if not ok:
-            nan = any(not np.all(np.isfinite(a)) for _, a in _leaves(got))
-            why = (_diagnose_adam(got, expected_params, g, lr, beta1, beta2, eps) if n == 1 else None)
-            if nan:
-                why = ("the new parameters hold inf or nan: with the step counted from 0 the bias "
-                       "correction 1 − β^0 is 0; count from 1")
-            check(False, f"adam_step gives wrong parameters at {on}: "
-                         f"{why or 'follow the formulas m̂ = m / (1 − β1^step), v̂ = v / (1 − β2^step), p − lr · m̂ / (√v̂ + ε)'}.")
+        if not _same(got, want):
+            mistakes = _adam_mistakes(expected_params, g, lr, beta1, beta2, eps) if n == 1 else []
+            causes = {why for wrong, why in mistakes if _same(got, wrong)}
+            if len(causes) == 1:  # that mistake alone gives these parameters
+                check(False, f"adam_step gives wrong parameters at {on}: {causes.pop()}.")
+            check(all(np.all(np.isfinite(a)) for _, a in _leaves(got)),
+                  f"adam_step gives parameters that hold inf or nan at {on}.")
+            check(False, f"adam_step gives wrong parameters at {on}: they should be "
+                         "p − lr · m̂ / (√v̂ + ε), with m̂ = m / (1 − β1^step) and v̂ = v / (1 − β2^step).")
         previous_v = (expected_state or {"v": _map_zeros(params)})["v"]
-        pytorch_v = [0.999 * v + 0.001 * gg * gg for (_, v), (_, gg) in
-                     zip(_leaves(previous_v), _leaves(g))]
-        check(not all(np.allclose(a, b, rtol=1e-9, atol=0) for (_, a), b in zip(_leaves(state["v"]), pytorch_v)),
+        pytorch_v = _tree_map(lambda v, gg: 0.999 * v + 0.001 * gg * gg, previous_v, g)
+        check(not _same(state["v"], pytorch_v) or _same(pytorch_v, want_state["v"]),
               f"state[\"v\"] is 0.999 v + 0.001 g² at {on}: it uses PyTorch's default β2 = 0.999 "
-              "instead of the beta2 it was given (the paper's 0.98).")
+              "instead of the beta2 it was given (Vaswani et al.'s 0.98).")
         for name in ("m", "v"):
-            check(all(np.allclose(a, b, rtol=1e-9, atol=1e-30) for (_, a), (_, b)
-                      in zip(_leaves(state[name]), _leaves(want_state[name]))),
+            check(_same(state[name], want_state[name]),
                   f'state["{name}"] is wrong at {on}: keep the running averages without the '
                   "bias correction, m = β1 m + (1 − β1) g and v = β2 v + (1 − β2) g².")
         expected_params, expected_state = want, want_state
-    # Using the default arguments: the paper's.
-    _, default_state = call(adam_step, params, grads[1], on="the default arguments")
-    v_got = default_state["v"]["W"]
-    if np.allclose(v_got, 0.001 * grads[1]["W"] ** 2):
+    _check_adam_defaults(adam_step, params, grads[1])
+
+
+def _check_adam_defaults(adam_step, params, grads):
+    """The defaults, where each matters: ε only where gradients are near it (|g| ~ 1e-9),
+    as late in training, and β2 in the state."""
+    near_eps = _tree_map(lambda g: 3e-9 * g / _size(g), grads)
+    on = "the default arguments, with gradients of about 3e-9 (near ε)"
+    got, state = call(adam_step, params, near_eps, on=on)
+    if _same(state["v"], _tree_map(lambda g: 0.001 * g * g, near_eps)):
         check(False, "with the default arguments, v = 0.001 g² after one step: the default "
-                     "β2 should be the paper's 0.98, not PyTorch's 0.999.")
-    want, _ = reference.adam_step(params, grads[1])
-    check(np.allclose(call(adam_step, params, grads[1], on="the default arguments")[0]["W"],
-                      want["W"], rtol=1e-9),
-          "with the default arguments adam_step should use the paper's lr=1e-3, beta1=0.9, "
-          "beta2=0.98 and eps=1e-9.")
+                     "β2 should be Vaswani et al.'s 0.98, not PyTorch's 0.999.")
+    want, _ = reference.adam_step(params, near_eps)
+    if not _same(got, want):
+        check(not _same(got, reference.adam_step(params, near_eps, eps=1e-8)[0]),
+              f"with {on}, adam_step takes eps=1e-8 (PyTorch's default): Vaswani et al.'s, "
+              "the default it should have, is 1e-9.")
+        check(False, f"with {on}, adam_step gives other parameters than with lr=1e-3 (Kingma & "
+                     "Ba's α), beta1=0.9, and Vaswani et al.'s beta2=0.98 and eps=1e-9, the "
+                     "defaults it should have.")
 
 
 # -- train ---------------------------------------------------------------------------
@@ -204,19 +233,36 @@ def check_train(train):
     # The key biases b_k are left out: their gradient is exactly 0 (a shift of every key
     # leaves the softmax unchanged), so what reaches Adam is rounding noise, and Adam
     # turns its sign into a full step; another order of summation gives another sign.
-    if all(np.allclose(a, b, rtol=1e-6, atol=1e-8)
-           for (path, a), (_, b) in zip(_leaves(params), _leaves(expected))
-           if not path.endswith("['b_k']")):
+    if _same(_without_b_k(params), _without_b_k(expected)):
         return
     if all(np.array_equal(a, b) for (_, a), (_, b) in zip(_leaves(params), _leaves(initial))):
         check(False, f"after {on} the parameters are still the initial ones: keep what adam_step "
                      "returns, params, state = adam_step(params, grads, state, lr=lr).")
+    check(not _same(_without_b_k(params), _without_b_k(_train_without_state(steps, batch_size, seed))),
+          f"after {on} the parameters are those of a loop that starts Adam afresh at every step: "
+          "pass the state adam_step returned to the next call.")
     check(False, f"after {on} the parameters differ from those of the loop the task describes: "
                  "init_transformer(10, 16, 32, 1, seed=seed), rng = np.random.default_rng(seed), "
                  "then for step = 1 … num_steps a batch reversal_batch(rng, batch_size, 4, 10), "
                  "the gradients, lr = noam_learning_rate(step, 16, warmup_steps=50) and one "
                  "adam_step that keeps the new parameters and state"
                  + blame(train, ["noam_learning_rate", "adam_step"], _works) + ".")
+
+
+def _without_b_k(params):
+    return [a for path, a in _leaves(params) if not path.endswith("['b_k']")]
+
+
+def _train_without_state(num_steps, batch_size, seed):
+    """The reference loop with one mistake: Adam's state is dropped after every step."""
+    params = reference.init_transformer(10, 16, 32, 1, seed=seed)
+    rng = np.random.default_rng(seed)
+    for step in range(1, num_steps + 1):
+        src, tgt = reference.reversal_batch(rng, batch_size, 4, 10)
+        _, grads = reference.transformer_loss_and_grads(src, tgt, params, 2)
+        params, _ = reference.adam_step(params, grads, None,
+                                        lr=reference.noam_learning_rate(step, 16, 50))
+    return params
 
 
 def _works(name, function):

@@ -39,8 +39,8 @@ from solutions.positional_encoding import sinusoidal_encoding
 from solutions.scaled_dot_product import causal_mask, padding_mask
 from solutions.transformer_encoder import embed, encoder, layer_norm, position_wise_ffn
 
-from autograder.checking import check, check_shape
-from autograder.harness import blame, call, quietly, seeded, students_own
+from autograder.checking import check, check_shape, close
+from autograder.harness import blame, call, compare, diagnose, quietly, seeded, students_own
 from .rnn_encoder_decoder import check_greedy_contract, check_greedy_length
 
 SEED = 170603762  # arXiv 1706.03762, "Attention is all you need"
@@ -114,7 +114,7 @@ def check_decoder_layer(decoder_layer):
         name = f"the output of decoder_layer on {description}"
         check_shape(actual, expected.shape, name)
         check(np.all(np.isfinite(actual)), f"{name} contains inf or NaN.")
-        if _close(actual, expected):
+        if close(actual, expected):
             continue
         args = (Y, memory, params, h, self_mask, memory_mask)
         _diagnose_layer(actual, args, f"on {description}, ")
@@ -219,10 +219,8 @@ LAYER_MISTAKES = [
 
 
 def _diagnose_layer(actual, args, where):
-    for options, mistake in LAYER_MISTAKES:
-        wrong = quietly(lambda: decoder_layer_variant(*args, **options))
-        if wrong is not None and _close(actual, wrong):
-            check(False, f"{where}{mistake}.")
+    diagnose(actual, [(quietly(lambda o=options: decoder_layer_variant(*args, **o)), mistake)
+                      for options, mistake in LAYER_MISTAKES], where)
 
 
 # -- decoder -------------------------------------------------------------------------
@@ -248,14 +246,8 @@ def check_decoder(decoder):
         name = f"the output of decoder on {description}"
         check_shape(actual, expected.shape, name)
         check(np.all(np.isfinite(actual)), f"{name} contains inf or NaN.")
-        if _close(actual, expected):
-            continue
         args = (tgt, memory, params, h, src_mask)
         own_layer = students_own(decoder, "decoder_layer")
-        if own_layer is not None:
-            own = quietly(lambda: decoder_variant(*args, layer=own_layer))
-            if own is not None and _close(actual, own):
-                continue  # right, with the student's own (wrong) decoder_layer
         mistakes = [
             (dict(causal="none"), "the decoder does not apply the causal mask: pass "
                                   "causal_mask(T) as self_mask, so that position t cannot see "
@@ -282,15 +274,14 @@ def check_decoder(decoder):
             (dict(layers="last"), "only the last layer is applied: apply every layer of "
                                   "params[\"decoder_layers\"], each to the previous one's output"),
         ]
-        for options, mistake in mistakes:
-            if options.get("src_mask_on") is False and src_mask is None:
-                continue
-            wrong = quietly(lambda: decoder_variant(*args, **options))
-            if wrong is not None and _close(actual, wrong):
-                check(False, f"on {description}, {mistake}.")
-        check(False, f"{name} is wrong: embed the targets with embed, then apply each layer of "
-                     "params[\"decoder_layers\"] with self_mask=causal_mask(T) and the source "
-                     "mask as memory_mask" + blame(decoder, ["decoder_layer"], _works) + ".")
+        compare(actual, expected, name,
+                lambda: [(quietly(lambda o=options: decoder_variant(*args, **o)), mistake)
+                         for options, mistake in mistakes
+                         if not (options.get("src_mask_on") is False and src_mask is None)],
+                variant=own_layer and (lambda: decoder_variant(*args, layer=own_layer)),
+                hint=lambda: "embed the targets with embed, then apply each layer of "
+                "params[\"decoder_layers\"] with self_mask=causal_mask(T) and the source mask "
+                "as memory_mask" + blame(decoder, ["decoder_layer"], _works))
 
 
 def decoder_variant(tgt_tokens, memory, params, num_heads, src_mask=None, *,
@@ -342,23 +333,15 @@ def check_transformer_logits(transformer_logits):
         name = f"the logits on {description}"
         check_shape(actual, expected.shape, name)
         check(np.all(np.isfinite(actual)), f"{name} contain inf or NaN.")
-        if _close(actual, expected):
-            continue
         args = (src, tgt, params, h, src_mask)
         own_decoder = students_own(transformer_logits, "decoder")
-        if own_decoder is not None:
-            own = quietly(lambda: logits_variant(*args, decoder=own_decoder))
-            if own is not None and _close(actual, own):
-                continue  # right, with the student's own (wrong) decoder
         shift = expected - expected.max(axis=-1, keepdims=True)
         log_probabilities = shift - np.log(np.exp(shift).sum(axis=-1, keepdims=True))
-        if _close(actual, np.exp(log_probabilities)):
-            check(False, f"on {description}, these are probabilities: return the logits, "
-                         "decoder output @ E.T, without a softmax.")
-        if _close(actual, log_probabilities):
-            check(False, f"on {description}, these are log-probabilities: return the logits, "
-                         "decoder output @ E.T, without a (log-)softmax.")
         mistakes = [
+            (dict(values=np.exp(log_probabilities)), "these are probabilities: return the logits, "
+                                                     "decoder output @ E.T, without a softmax"),
+            (dict(values=log_probabilities), "these are log-probabilities: return the logits, "
+                                             "decoder output @ E.T, without a (log-)softmax"),
             (dict(output="E"), "the output projection multiplies by E, not by its transpose: "
                                "logits = decoder output @ E.T, one score per token"),
             (dict(output="scaled"), "the output projection is E.T alone, without the factor "
@@ -372,14 +355,14 @@ def check_transformer_logits(transformer_logits):
             (dict(memory="embedded"), "the decoder attends over the embedded source: run the "
                                       "encoder and give its output to the decoder as memory"),
         ]
-        for options, mistake in mistakes:
-            if src_mask is None and ("decoder_mask" in options or "encoder_mask" in options):
-                continue
-            wrong = quietly(lambda: logits_variant(*args, **options))
-            if wrong is not None and _close(actual, wrong):
-                check(False, f"on {description}, {mistake}.")
-        check(False, f"{name} are wrong: they are decoder(tgt, encoder(src)) @ E.T, with the "
-                     "source mask given to both" + blame(transformer_logits, ["decoder"], _works) + ".")
+        compare(actual, expected, name,
+                lambda: [(options["values"] if "values" in options else
+                          quietly(lambda o=options: logits_variant(*args, **o)), mistake)
+                         for options, mistake in mistakes
+                         if not (src_mask is None and ("decoder_mask" in options or "encoder_mask" in options))],
+                variant=own_decoder and (lambda: logits_variant(*args, decoder=own_decoder)),
+                hint=lambda: "they are decoder(tgt, encoder(src)) @ E.T, with the source mask given "
+                "to both" + blame(transformer_logits, ["decoder"], _works))
 
 
 def logits_variant(src_tokens, tgt_tokens, params, num_heads, src_mask=None, *,
@@ -654,14 +637,14 @@ def _check_cache(actual, expected, name, params, memory=None):
             check(value.shape == right[key].shape,
                   f"{where} {key} has shape {value.shape}, but it should have shape "
                   f"{right[key].shape} (B, h, positions, d_head).")
-            if _close(value, right[key]):
+            if close(value, right[key]):
                 continue
             if key.startswith("memory") and memory is not None:
                 other = right["memory_v" if key == "memory_k" else "memory_k"]
-                check(not _close(value, other), f"{where} memory_k and memory_v are swapped.")
+                check(not close(value, other), f"{where} memory_k and memory_v are swapped.")
                 own = layer["self_attn"]
                 wrong = quietly(lambda: reference._heads(memory, own, key[-1], value.shape[1]))
-                check(not _close(value, wrong),
+                check(not close(value, wrong),
                       f"{where} {key} comes from the self-attention's parameters: the memory's "
                       "keys and values are projected by the attention over the memory, "
                       "params[\"cross_attn\"].")
@@ -723,7 +706,7 @@ def check_decoder_step(decoder_step):
         output, new_cache = actual
         name = f"the output on {description}"
         check_shape(output, expected.shape, name)
-        if not _close(output, expected):
+        if not close(output, expected):
             _diagnose_step(output, args, description)
         _check_cache(new_cache, expected_cache, f"the cache returned on {description}", params)
 
@@ -731,13 +714,13 @@ def check_decoder_step(decoder_step):
 def _diagnose_step(output, args, description):
     if args[1][0]["k"].shape[2] > 0:
         restarted = quietly(lambda: step_variant(*args, past=False, position="zero"))
-        check(not _close(output, restarted),
+        check(not close(output, restarted),
               f"on {description}, the step treats the newest token as the first of a new sequence "
               "(position 0, nothing before it): it must continue the prefix that the cache it is "
               "given holds, t = cache[0][\"k\"].shape[2] positions, whose keys and values are "
               "in the cache; a prefix kept anywhere else is not the one it is asked about.")
         recomputed = quietly(lambda: step_variant(*args, past=False))
-        check(not _close(output, recomputed),
+        check(not close(output, recomputed),
               f"on {description}, the newest position attends only to itself: append its key and "
               "value to the cache's k and v (the positions so far) and attend over all of them. "
               "(A step that recomputes the prefix from tokens it kept elsewhere cannot know this "
@@ -759,7 +742,7 @@ def _diagnose_step(output, args, description):
         if options.get("src_mask_on") is False and args[1][0]["src_mask"] is None:
             continue
         wrong = quietly(lambda: step_variant(*args, **options))
-        if wrong is not None and _close(output, wrong):
+        if wrong is not None and close(output, wrong):
             check(False, f"on {description}, {mistake}.")
     check(False, f"the output on {description} is wrong: it should be the decoder's output at the "
                  "newest position, each layer as in decoder_layer, with the self-attention over "
@@ -798,9 +781,6 @@ def step_variant(token, cache, params, num_heads, *, position="t", scale=True, p
 
 # -- helpers -------------------------------------------------------------------------
 
-def _close(actual, expected):
-    return np.shape(actual) == np.shape(expected) and np.allclose(actual, expected,
-                                                                 rtol=1e-6, atol=1e-9)
 
 
 def _same(actual, expected):
@@ -822,7 +802,7 @@ def _works(name, function):
     if name == "decoder_step":
         cache = cache_for(tgt[:, :2], memory, params, 2, src_mask)
         actual = quietly(lambda: function(tgt[:, 2], cache, params, 2))
-        return isinstance(actual, tuple) and len(actual) == 2 and _close(
+        return isinstance(actual, tuple) and len(actual) == 2 and close(
             actual[0], reference.decoder_step(tgt[:, 2], cache, params, 2)[0])
     if name == "decoder_layer":
         args = (rng.normal(size=(2, 3, 8)), memory, params["decoder_layers"][0], 2,
@@ -832,4 +812,4 @@ def _works(name, function):
     else:
         args = (src, tgt, params, 2, src_mask)
     expected = getattr(reference, name)(*args)
-    return _close(quietly(lambda: function(*args)), expected)
+    return close(quietly(lambda: function(*args)), expected)

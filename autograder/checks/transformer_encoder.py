@@ -27,8 +27,8 @@ from solutions.multi_head import multi_head_attention
 from solutions.positional_encoding import sinusoidal_encoding
 from solutions.scaled_dot_product import causal_mask, padding_mask
 
-from autograder.checking import CheckFailed, check, check_shape
-from autograder.harness import broken_earlier, call, quietly, seeded
+from autograder.checking import CheckFailed, check, check_shape, close
+from autograder.harness import broken_earlier, call, diagnose, quietly, seeded
 
 SEED = 20170612  # the day "Attention is all you need" appeared on arXiv
 
@@ -72,9 +72,9 @@ def check_layer_norm(layer_norm):
             check(False, f"{name} contains NaN or inf: divide by √(var + eps), with eps "
                          "inside the square root, so that a vector whose entries are all "
                          "equal gives beta.")
-        if _close(actual, expected):
+        if close(actual, expected):
             continue
-        _diagnose(actual, _layer_norm_mistakes(X, gamma, beta, eps, default),
+        diagnose(actual, _layer_norm_mistakes(X, gamma, beta, eps, default),
                   f"On {description}, ")
         check(False, f"On {description}, layer_norm differs from (X − mean) / √(var + eps) · "
                      "gamma + beta, with the mean and the biased variance of each vector "
@@ -153,9 +153,9 @@ def check_position_wise_ffn(position_wise_ffn):
         expected = reference.position_wise_ffn(X, params)
         name = f"position_wise_ffn of {description}"
         check_shape(actual, expected.shape, name)
-        if _close(actual, expected):
+        if close(actual, expected):
             continue
-        _diagnose(actual, _ffn_mistakes(X, params), f"On {description}, ")
+        diagnose(actual, _ffn_mistakes(X, params), f"On {description}, ")
         check(False, f"On {description}, position_wise_ffn differs from "
                      "relu(X @ W_1 + b_1) @ W_2 + b_2.")
 
@@ -213,10 +213,10 @@ def check_encoder_layer(encoder_layer):
         name = f"the output of encoder_layer on {description}"
         check_shape(actual, expected.shape, name)
         check(np.all(np.isfinite(actual)), f"{name} contains NaN or inf.")
-        if _close(actual, expected):
+        if close(actual, expected):
             continue
         _blame(encoder_layer, ["layer_norm", "position_wise_ffn"], description)
-        _diagnose(actual, _layer_mistakes(X, params, h, mask), f"On {description}, ")
+        diagnose(actual, _layer_mistakes(X, params, h, mask), f"On {description}, ")
         check(False, f"On {description}, encoder_layer differs from {_LAYER_RULE}.")
 
 
@@ -289,9 +289,9 @@ def check_embed(embed):
         expected = reference.embed(tokens, E)
         name = f"embed of {description}"
         check_shape(actual, expected.shape, name)
-        if _close(actual, expected):
+        if close(actual, expected):
             continue
-        _diagnose(actual, _embed_mistakes(tokens, E), f"On {description}, ")
+        diagnose(actual, _embed_mistakes(tokens, E), f"On {description}, ")
         check(False, f"On {description}, embed differs from E[tokens] · √d_model + PE[:T] "
                      "with PE = sinusoidal_encoding(T, d_model).")
 
@@ -345,10 +345,10 @@ def check_encoder(encoder):
         name = f"the output of encoder on {description}"
         check_shape(actual, expected.shape, name)
         check(np.all(np.isfinite(actual)), f"{name} contains NaN or inf.")
-        if _close(actual, expected):
+        if close(actual, expected):
             continue
         _blame(encoder, ["embed", "encoder_layer"], description)
-        _diagnose(actual, _encoder_mistakes(tokens, params, h), f"On {description}, ")
+        diagnose(actual, _encoder_mistakes(tokens, params, h), f"On {description}, ")
         check(False, f"On {description}, encoder differs from embed(src_tokens, E) followed "
                      "by every layer of params['encoder_layers'] in turn.")
 
@@ -404,7 +404,7 @@ def check_encoder_mask(encoder):
         name = f"the output of encoder on {description}"
         check_shape(actual, expected.shape, name)
         check(np.all(np.isfinite(actual)), f"{name} contains NaN or inf.")
-        if _close(actual[src_mask], expected[src_mask]):
+        if close(actual[src_mask], expected[src_mask]):
             continue
         where = f"On {description}, "
         mistakes = [(reference.encoder(tokens, params, h),
@@ -412,15 +412,15 @@ def check_encoder_mask(encoder):
                      "src_mask[:, None, None, :], shape (B, 1, 1, T), to every layer")]
         mistakes += _masked_variants(tokens, params, h, src_mask)
         for wrong, mistake in mistakes:
-            if _close(actual[src_mask], wrong[src_mask]):
+            if close(actual[src_mask], wrong[src_mask]):
                 check(False, f"{where}{mistake}.")
         unmasked = _call(encoder, tokens, params, h, params=params, on=description)
-        check(_close(unmasked, reference.encoder(tokens, params, h)),
+        check(close(unmasked, reference.encoder(tokens, params, h)),
               f"{where}the encoder is wrong even without src_mask: make the checks of "
               "the encoder without a mask pass first.")
         other = np.where(src_mask, tokens, (tokens + 3) % V)
         changed = _call_masked(encoder, other, params, h, src_mask, description)
-        check(_close(changed[src_mask], actual[src_mask]),
+        check(close(changed[src_mask], actual[src_mask]),
               f"{where}the outputs at real tokens change when the padding tokens change: "
               "hide the padded keys from the attention in every layer, with "
               "src_mask[:, None, None, :] of shape (B, 1, 1, T).")
@@ -532,16 +532,8 @@ def _relu(x):
     return np.maximum(0.0, x)
 
 
-def _close(actual, expected):
-    return np.shape(actual) == np.shape(expected) and np.allclose(actual, expected,
-                                                                 rtol=1e-6, atol=1e-9)
 
 
-def _diagnose(actual, mistakes, where):
-    """Fail with the description of the first known mistake that gives `actual`."""
-    for wrong, mistake in mistakes:
-        if _close(actual, wrong):
-            check(False, f"{where}{mistake}.")
 
 
 def _blame(function, names, description):
@@ -568,6 +560,6 @@ def _works(name, function):
             "encoder_layer": (X, layer, 2),
             "embed": (tokens, rng.normal(size=(5, 8)))}[name]
     expected = getattr(reference, name)(*args)
-    return _close(quietly(lambda: function(*args)), expected)
+    return close(quietly(lambda: function(*args)), expected)
 
 

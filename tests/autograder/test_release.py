@@ -5,7 +5,7 @@ import re
 import nbformat
 import pytest
 
-from autograder import course
+from autograder import assignment, course
 from autograder.release import (
     CHECK_HELPERS, HELPERS_CELL, ReleaseError, release, stamp_given_cells, sync_check_helpers, sync_done_cell)
 
@@ -153,3 +153,17 @@ def test_each_task_heading_states_the_points_of_its_check_cells(slug):
             assert points == numbers, (heading, points)
         else:
             assert sum(points) == numbers[0], (heading, points)
+
+
+@pytest.mark.parametrize("slug", course.assignments())
+def test_the_done_cell_says_how_many_points_hidden_checks_decide(slug):
+    notebook = nbformat.read(course.EXERCISES / f"{slug}.ipynb", as_version=4)
+    spec = assignment.load(slug)
+    assert spec.hidden_points > 0
+    assert assignment.hidden_points_sentence(spec.hidden_points, spec.max_score) in notebook.cells[-1].source
+
+
+def test_the_hidden_points_sentence_counts_the_cells_with_hidden_checks():
+    assert "every task (16 points)" in assignment.hidden_points_sentence(16, 16)
+    assert "the tasks worth 3 of the 8 points" in assignment.hidden_points_sentence(3, 8)
+    assert "visible checks decide all 8 points" in assignment.hidden_points_sentence(0, 8)

@@ -25,6 +25,9 @@ def test_a_correct_notebook_is_ready(tmp_path):
     assert [line.split("[")[1].split(",")[0] for line in check_lines] == TESTS  # one line per check
     assert all(": ok" in line for line in check_lines)
     assert "A stable softmax [test_softmax, 2 points]: ok" in lines[0]
+    spec = assignment.load(SLUG)  # what the visible checks cannot tell, computed for this assignment
+    assert lines[-2] == assignment.hidden_points_sentence(spec.hidden_points, spec.max_score)
+    assert f"({spec.max_score:g} points)" in lines[-2] or f"{spec.hidden_points:g} of the" in lines[-2]
     assert lines[-1] == "ready to hand in"
 
 

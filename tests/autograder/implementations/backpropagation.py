@@ -361,3 +361,53 @@ MISTAKES = {
 # Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
 GRADED_MISTAKES = ["softmax-no-subtraction", "sdpa-no-scale", "ln-unbiased-variance",
                    "ce-smoothing-over-V-minus-1"]
+
+
+# -- two mistakes at once ------------------------------------------------------------
+
+def sdpa_backward_diagonal_and_unscaled(Q, K, V, grad_output, mask=None):
+    # the softmax backward written as s(1 − s) AND the scale forgotten (issue 23's student):
+    # on the hand check grad_Q comes out right by coincidence, grad_K does not
+    _, weights = scaled_dot_product_attention(Q, K, V, mask)
+    grad_V = np.swapaxes(weights, -1, -2) @ grad_output
+    grad_weights = grad_output @ np.swapaxes(V, -1, -2)
+    grad_scores = weights * (1 - weights) * grad_weights
+    return grad_scores @ K, np.swapaxes(grad_scores, -1, -2) @ Q, grad_V
+
+
+def softmax_backward_s_one_minus_s(weights, grad_weights, axis=-1):
+    return weights * (1 - weights) * grad_weights
+
+
+def sdpa_backward_with_own_softmax_backward(Q, K, V, grad_output, mask=None):
+    # right, but for the student's softmax_backward (which is s(1 − s) here)
+    _, weights = scaled_dot_product_attention(Q, K, V, mask)
+    grad_scores = softmax_backward(weights, grad_output @ np.swapaxes(V, -1, -2)) / np.sqrt(Q.shape[-1])
+    return grad_scores @ K, np.swapaxes(grad_scores, -1, -2) @ Q, np.swapaxes(weights, -1, -2) @ grad_output
+
+
+def layer_norm_backward_unbiased_no_gamma(X, gamma, beta, grad_output, eps=1e-5):
+    d = X.shape[-1]
+    centred = X - X.mean(axis=-1, keepdims=True)
+    std = np.sqrt((centred ** 2).sum(axis=-1, keepdims=True) / (d - 1) + eps)
+    normalized = centred / std
+    g = grad_output  # γ forgotten
+    grad_X = (g - g.mean(axis=-1, keepdims=True)
+              - normalized * (g * normalized).mean(axis=-1, keepdims=True)) / std
+    leading = tuple(range(X.ndim - 1))
+    return grad_X, (grad_output * normalized).sum(axis=leading), grad_output.sum(axis=leading)
+
+
+# name -> ({task: wrong function}, the check cell whose visible checks run, the words a
+#          message may name: those of the mistakes the code makes)
+DOUBLE_MISTAKES = {
+    "sdpa-diagonal-softmax-and-unscaled": (
+        {SDPA: sdpa_backward_diagonal_and_unscaled}, "test_scaled_dot_product_attention_backward",
+        ("only the diagonal", "the scale is forgotten")),
+    "softmax-backward-wrong-only": (
+        {SB: softmax_backward_s_one_minus_s, SDPA: sdpa_backward_with_own_softmax_backward},
+        "test_scaled_dot_product_attention_backward", ("only the diagonal", "softmax_backward")),
+    "ln-unbiased-and-no-gamma": (
+        {LN: layer_norm_backward_unbiased_no_gamma}, "test_layer_norm_backward",
+        ("unbiased", "γ is missing")),
+}

@@ -331,27 +331,27 @@ MISTAKES = {
         "insert the time axis"),
     "bahdanau-softmax-mask-ignored": (
         "masked_softmax", softmax_mask_ignored, "check_masked_softmax",
-        "masked entries get nonzero weight"),
+        "the mask is ignored"),
     "bahdanau-softmax-mask-inverted": (
         "masked_softmax", softmax_mask_inverted, "check_masked_softmax", "inverted"),
     "bahdanau-softmax-uniform-when-all-masked": (
         "masked_softmax", softmax_uniform_when_all_masked, "check_masked_softmax",
-        "not a uniform distribution"),
+        "gets a uniform distribution"),
     "bahdanau-softmax-nan-when-all-masked": (
         "masked_softmax", softmax_nan_when_all_masked, "check_masked_softmax", "NaN"),
     "bahdanau-softmax-mask-after": (
         "masked_softmax", softmax_mask_after, "check_masked_softmax", "before the softmax"),
     "bahdanau-softmax-ignores-axis": (
         "masked_softmax", softmax_ignores_axis, "check_masked_softmax",
-        "the axis you are given"),
+        "not along axis"),
     "bahdanau-softmax-unstable": (
-        "masked_softmax", softmax_unstable, "check_masked_softmax", "subtract the maximum"),
+        "masked_softmax", softmax_unstable, "check_masked_softmax", "even of about 1e4, is finite"),
     "bahdanau-attention-softmax-over-batch": (
         "bahdanau_attention", attention_softmax_over_batch, "check_bahdanau_attention",
-        "not over the batch"),
+        "along axis 0, not along axis -1"),
     "bahdanau-attention-mask-not-passed": (
         "bahdanau_attention", attention_mask_not_passed, "check_bahdanau_attention",
-        "pass the mask"),
+        "the mask is ignored"),
     "bahdanau-attention-unweighted-context": (
         "bahdanau_attention", attention_unweighted_context, "check_bahdanau_attention",
         "Σ_j weights_j h_j"),
@@ -384,3 +384,30 @@ MISTAKES = {
 GRADED_MISTAKES = ["bahdanau-backward-not-flipped-back", "bahdanau-score-W-U-swapped",
                    "bahdanau-softmax-uniform-when-all-masked",
                    "bahdanau-step-context-from-new-state"]
+
+
+# -- two mistakes at once ------------------------------------------------------------
+
+def additive_score_no_tanh_no_v_a(s_prev, H, params):
+    # neither tanh nor v_a: the hidden units are summed
+    hidden = (s_prev @ params["W_a"])[:, None, :] + H @ params["U_a"]
+    return hidden.sum(axis=-1)
+
+
+def masked_softmax_last_axis_uniform_rows(scores, mask=None, axis=-1):
+    # the axis argument ignored AND a fully masked row left uniform (a -1e9 fill)
+    scores = np.asarray(scores, dtype=float)
+    if mask is not None:
+        scores = np.where(mask, scores, -1e9)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+# name -> ({task: wrong function}, the check cell whose visible checks run, the words a
+#          message may name: those of the mistakes the code makes)
+DOUBLE_MISTAKES = {
+    "score-no-tanh-no-v_a": ({"additive_score": additive_score_no_tanh_no_v_a}, "test_additive_score",
+                             ("tanh", "v_a")),
+    "softmax-axis-and-uniform-rows": ({"masked_softmax": masked_softmax_last_axis_uniform_rows},
+                                      "test_masked_softmax", ("axis", "uniform", "all-zero", "zeros")),
+}

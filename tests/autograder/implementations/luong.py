@@ -447,10 +447,10 @@ MISTAKES = {
     "luong-attention-always-general": ("luong_attention", attention_always_general,
                                        "check_luong_attention", "as the `score` argument says"),
     "luong-attention-unstable": ("luong_attention", attention_unstable,
-                                 "check_luong_attention", "numerically stable"),
+                                 "check_luong_attention", "even of about 1e4, is finite"),
     "luong-attention-mask-ignored": ("luong_attention", attention_mask_ignored,
                                      "check_luong_attention_masks",
-                                     "masked positions get nonzero weight"),
+                                     "the mask is ignored"),
     "luong-attention-mask-after-softmax": ("luong_attention", attention_mask_after_softmax,
                                            "check_luong_attention_masks", "before the softmax"),
     "luong-attention-uniform-when-fully-masked": ("luong_attention",
@@ -494,3 +494,37 @@ MISTAKES = {
 # Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
 GRADED_MISTAKES = ["luong-general-transposed", "luong-attention-h-tilde-swapped",
                    "luong-attention-mask-ignored", "luong-local-sigma-D"]
+
+
+# -- two mistakes at once ------------------------------------------------------------
+
+def luong_attention_h_t_first_no_tanh(h_t, H_s, params, score="general", mask=None):
+    # h_tilde = [h_t ; c_t] @ W_c: the wrong order AND no tanh
+    if score == "dot":
+        scores = dot_score(h_t, H_s)
+    elif score == "general":
+        scores = general_score(h_t, H_s, params["W_a"])
+    else:
+        scores = concat_score(h_t, H_s, params["W_a"], params["v_a"])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    top = np.max(scores, axis=-1, keepdims=True)
+    e = np.exp(scores - np.where(np.isfinite(top), top, 0.0))
+    total = e.sum(axis=-1, keepdims=True)
+    weights = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    context = np.einsum("bs,bsd->bd", weights, H_s)
+    return np.concatenate([h_t, context], axis=-1) @ params["W_c"], context, weights
+
+
+def predictive_position_s_minus_1_no_tanh(h_t, W_p, v_p, S):
+    return (S - 1) / (1 + np.exp(-(h_t @ W_p @ v_p)))
+
+
+# name -> ({task: wrong function}, the check cell whose visible checks run, the words a
+#          message may name: those of the mistakes the code makes)
+DOUBLE_MISTAKES = {
+    "h-tilde-h-t-first-no-tanh": ({"luong_attention": luong_attention_h_t_first_no_tanh},
+                                  "test_luong_attention", ("tanh", "context first", "[c_t ; h_t]", "h_tilde")),
+    "p-t-s-minus-1-no-tanh": ({"predictive_position": predictive_position_s_minus_1_no_tanh},
+                              "test_predictive_position", ("S − 1", "tanh")),
+}

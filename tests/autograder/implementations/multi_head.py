@@ -317,3 +317,32 @@ MISTAKES = {
 # Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
 GRADED_MISTAKES = ["split-without-transpose", "merge-wrong-axes", "mha-scaled-by-d-model",
                    "mha-weights-averaged"]
+
+
+# -- two mistakes at once ------------------------------------------------------------
+
+def split_strided_without_transpose(X, num_heads):
+    # every h-th feature to a head AND a reshape alone
+    B, T, d_model = X.shape
+    return X.reshape(B, T, d_model // num_heads, num_heads).reshape(B, num_heads, T, d_model // num_heads)
+
+
+def mha_no_biases_no_output_bias(Q, K, V, params, num_heads, mask=None):
+    B, T_q, d_model = Q.shape
+    size = d_model // num_heads
+
+    def heads(X):
+        return X.reshape(X.shape[0], X.shape[1], num_heads, size).transpose(0, 2, 1, 3)
+    context, weights = scaled_dot_product_attention(heads(Q @ params["W_q"]), heads(K @ params["W_k"]),
+                                                    heads(V @ params["W_v"]), mask)
+    return context.transpose(0, 2, 1, 3).reshape(B, T_q, d_model) @ params["W_o"], weights
+
+
+# name -> ({task: wrong function}, the check cell whose visible checks run, the words a
+#          message may name: those of the mistakes the code makes)
+DOUBLE_MISTAKES = {
+    "split-strided-without-transpose": ({"split_heads": split_strided_without_transpose},
+                                        "test_split_heads", ("every h-th", "mixes the tokens", "reshape")),
+    "mha-no-biases-at-all": ({"multi_head_attention": mha_no_biases_no_output_bias},
+                             "test_multi_head_attention", ("biases", "b_o", "b_v")),
+}

@@ -364,3 +364,35 @@ MISTAKES = {
 # Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
 GRADED_MISTAKES = ["pe-sin-cos-swapped", "pe-halves-concatenated", "pe-relative-transposed",
                    "pe-add-positions-run-on", "rope-split-half", "rope-positions-ignored"]
+
+
+# -- two mistakes at once ------------------------------------------------------------
+
+def pe_swapped_from_1(num_positions, d_model):
+    # cos in the even features AND positions counted from 1
+    if d_model % 2 != 0:
+        raise ValueError("d_model must be even")
+    angles = np.arange(1, num_positions + 1)[:, None] / 10000.0 ** (np.arange(0, d_model, 2) / d_model)
+    PE = np.empty((num_positions, d_model))
+    PE[:, 0::2], PE[:, 1::2] = np.cos(angles), np.sin(angles)
+    return PE
+
+
+def rope_clockwise_split_half(X, positions=None):
+    # turns the wrong way AND pairs feature i with i + d/2
+    T, d = X.shape[-2], X.shape[-1]
+    positions = np.arange(T) if positions is None else np.asarray(positions)
+    angles = np.multiply.outer(positions, 10000.0 ** (-np.arange(0, d, 2) / d))
+    first, second = X[..., : d // 2], X[..., d // 2:]
+    cos, sin = np.cos(angles), np.sin(angles)
+    return np.concatenate([first * cos + second * sin, second * cos - first * sin], axis=-1)
+
+
+# name -> ({task: wrong function}, the check cell whose visible checks run, the words a
+#          message may name: those of the mistakes the code makes)
+DOUBLE_MISTAKES = {
+    "pe-swapped-and-from-1": ({"sinusoidal_encoding": pe_swapped_from_1}, "test_sinusoidal_encoding",
+                              ("swapped", "positions start at 0", "start at 0")),
+    "rope-clockwise-split-half": ({"rotary_embedding": rope_clockwise_split_half}, "test_rotary_embedding",
+                                  ("wrong way", "pair", "d/2", "(2i, 2i+1)", "clockwise", "split-half")),
+}

@@ -507,3 +507,25 @@ MISTAKES = {
 # Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
 GRADED_MISTAKES = ["gru-gates-swapped", "encode-states-reversed", "decode-context-first",
                    "greedy-includes-bos"]
+
+
+# -- two mistakes at once ------------------------------------------------------------
+
+def rnn_cell_no_bias_no_tanh(x_t, h_prev, params):
+    return x_t @ params["W_xh"] + h_prev @ params["W_hh"]
+
+
+def decode_step_context_first_zero_state(y_prev, s_prev, context, params, cell="rnn"):
+    # [context ; y_prev] AND the state ignored
+    x = np.concatenate([context, y_prev], axis=-1)
+    h = np.zeros_like(s_prev)
+    return rnn_cell(x, h, params) if cell == "rnn" else gru_cell(x, h, params)
+
+
+# name -> ({task: wrong function}, the check cell whose visible checks run, the words a
+#          message may name: those of the mistakes the code makes)
+DOUBLE_MISTAKES = {
+    "rnn-cell-no-bias-no-tanh": ({"rnn_cell": rnn_cell_no_bias_no_tanh}, "test_rnn_cell", ("bias", "tanh")),
+    "decode-context-first-zero-state": ({"decode_step": decode_step_context_first_zero_state},
+                                        "test_decode_step", ("context", "s_prev", "previous state")),
+}

@@ -184,7 +184,7 @@ MISTAKES = {
     "attention-scaled-by-d_k": ("scaled_dot_product_attention", attention_scaled_by_d_k,
                                 "check_attention", "not by d_k"),
     "attention-softmax-over-queries": ("scaled_dot_product_attention", attention_softmax_over_queries,
-                                       "check_attention", "over the keys"),
+                                       "check_attention", "taken over the queries"),
     "attention-transpose-all-axes": ("scaled_dot_product_attention", attention_transpose_all_axes,
                                      "check_attention", "raised ValueError"),
     "attention-returns-weights-first": ("scaled_dot_product_attention", attention_returns_weights_first,
@@ -192,7 +192,7 @@ MISTAKES = {
     "attention-modifies-input": ("scaled_dot_product_attention", attention_modifies_input,
                                  "check_attention", "modified its input"),
     "attention-mask-ignored": ("scaled_dot_product_attention", attention_mask_ignored,
-                               "check_attention_masks", "masked keys get nonzero weight"),
+                               "check_attention_masks", "the mask is ignored"),
     "attention-mask-after-softmax": ("scaled_dot_product_attention", attention_mask_after_softmax,
                                      "check_attention_masks", "before the softmax"),
     "attention-uniform-when-fully-masked": ("scaled_dot_product_attention",
@@ -213,3 +213,42 @@ MISTAKES = {
 GRADED_MISTAKES = ["softmax-wrong-axis", "attention-unscaled", "attention-softmax-over-queries",
                    "attention-mask-after-softmax", "attention-nan-when-fully-masked",
                    "causal-mask-upper", "padding-mask-off-by-one"]
+
+
+# -- two mistakes at once ------------------------------------------------------------
+
+def attention_with_own_softmax(Q, K, V, mask=None):
+    # right, but for the student's softmax (normalised over axis 0 here, issue 23's student)
+    scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -1e9)
+    weights = softmax(scores, axis=-1)
+    return weights @ V, weights
+
+
+def attention_unscaled_over_queries(Q, K, V, mask=None):
+    scores = Q @ np.swapaxes(K, -1, -2)
+    if mask is not None:
+        scores = np.where(mask, scores, -1e9)
+    weights = softmax(scores, axis=-2)
+    return weights @ V, weights
+
+
+def attention_d_k_and_mask_after(Q, K, V, mask=None):
+    weights = softmax(Q @ np.swapaxes(K, -1, -2) / Q.shape[-1], axis=-1)
+    if mask is not None:
+        weights = weights * mask
+    return weights @ V, weights
+
+
+# name -> ({task: wrong function}, the check cell whose visible checks run, the words a
+#          message may name: those of the mistakes the code makes)
+DOUBLE_MISTAKES = {
+    "softmax-wrong-only": ({"softmax": softmax_wrong_axis,
+                            "scaled_dot_product_attention": attention_with_own_softmax},
+                           "test_attention", ("along axis", "axis 0")),
+    "attention-unscaled-over-queries": ({"scaled_dot_product_attention": attention_unscaled_over_queries},
+                                        "test_attention", ("√d_k", "over the queries", "over the keys")),
+    "attention-d_k-and-mask-after-softmax": ({"scaled_dot_product_attention": attention_d_k_and_mask_after},
+                                             "test_attention_masks", ("d_k", "before the softmax", "sum to 1")),
+}

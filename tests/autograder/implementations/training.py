@@ -212,6 +212,22 @@ def adam_flat_dict_only(params, grads, state=None, lr=1e-3, beta1=0.9, beta2=0.9
     return new, {"step": t, "m": m, "v": v}
 
 
+def adam_default_eps_1e8(params, grads, state=None, lr=1e-3, beta1=0.9, beta2=0.98, eps=1e-8):
+    # right but for PyTorch's default eps, which matters only where |g| is near it
+    return correct_adam(params, grads, state, lr, beta1, beta2, eps)
+
+
+def train_without_state(num_steps, batch_size=32, seed=0):
+    # Adam starts afresh at every step: each parameter moves by ±lr (92.6% on 500 sequences)
+    params = init_transformer(10, 16, 32, 1, seed=seed)
+    rng = np.random.default_rng(seed)
+    for step in range(1, num_steps + 1):
+        src, tgt = reversal_batch(rng, batch_size, 4, 10)
+        _, grads = transformer_loss_and_grads(src, tgt, params, 2)
+        params, _ = adam_step(params, grads, None, lr=noam_learning_rate(step, 16, 50))
+    return params
+
+
 def train_never_updates(num_steps, batch_size=32, seed=0):
     params = init_transformer(10, 16, 32, 1, seed=seed)
     rng, state = np.random.default_rng(seed), None
@@ -256,9 +272,49 @@ MISTAKES = {
     "adam-pytorch-defaults": ("adam_step", adam_pytorch_defaults, "check_adam_step", "default"),
     "adam-in-place": ("adam_step", adam_in_place, "check_adam_step", "modified its input"),
     "adam-flat-dict-only": ("adam_step", adam_flat_dict_only, "check_adam_step", "raised"),
+    "adam-default-eps-1e-8": ("adam_step", adam_default_eps_1e8, "check_adam_step", "eps=1e-8"),
+    "train-without-state": ("train", train_without_state, "check_train", "starts Adam afresh"),
     "train-never-updates": ("train", train_never_updates, "check_train", "still the initial ones"),
     "train-rate-of-step-1": ("train", train_rate_of_step_1, "check_train", "noam_learning_rate(step, 16"),
 }
 
 # Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
-GRADED_MISTAKES = ["noam-warmup-exponent", "adam-no-bias-correction", "adam-eps-inside-sqrt"]
+GRADED_MISTAKES = ["noam-warmup-exponent", "adam-no-bias-correction", "adam-eps-inside-sqrt",
+                   "train-without-state"]
+
+
+# -- two mistakes at once ------------------------------------------------------------
+
+def adam_no_correction_eps_inside(params, grads, state=None, lr=1e-3, beta1=0.9, beta2=0.98, eps=1e-9):
+    def tree_map(f, *trees):
+        if isinstance(trees[0], dict):
+            return {k: tree_map(f, *(t[k] for t in trees)) for k in trees[0]}
+        if isinstance(trees[0], list):
+            return [tree_map(f, *items) for items in zip(*trees)]
+        return f(*trees)
+    if state is None:
+        state = {"step": 0, "m": tree_map(np.zeros_like, params), "v": tree_map(np.zeros_like, params)}
+    m = tree_map(lambda m, g: beta1 * m + (1 - beta1) * g, state["m"], grads)
+    v = tree_map(lambda v, g: beta2 * v + (1 - beta2) * g * g, state["v"], grads)
+    new = tree_map(lambda p, m, v: p - lr * m / np.sqrt(v + eps), params, m, v)
+    return new, {"step": state["step"] + 1, "m": m, "v": v}
+
+
+def train_without_state_rate_of_step_1(num_steps, batch_size=32, seed=0):
+    params = init_transformer(10, 16, 32, 1, seed=seed)
+    rng = np.random.default_rng(seed)
+    for step in range(1, num_steps + 1):
+        src, tgt = reversal_batch(rng, batch_size, 4, 10)
+        _, grads = transformer_loss_and_grads(src, tgt, params, 2)
+        params, _ = adam_step(params, grads, None, lr=noam_learning_rate(1, 16, 50))
+    return params
+
+
+# name -> ({task: wrong function}, the check cell whose visible checks run, the words a
+#          message may name: those of the mistakes the code makes)
+DOUBLE_MISTAKES = {
+    "adam-no-correction-eps-inside": ({"adam_step": adam_no_correction_eps_inside}, "test_adam_step",
+                                      ("bias correction", "inside the square root")),
+    "train-without-state-rate-of-step-1": ({"train": train_without_state_rate_of_step_1}, "test_train",
+                                           ("afresh", "state", "noam_learning_rate(step")),
+}

@@ -951,3 +951,33 @@ MISTAKES = {
 GRADED_MISTAKES = ["decoder-no-residual-cross", "decoder-pre-ln", "decoder-causal-mask-upper",
                    "logits-probabilities", "greedy-no-eos-padding", "step-forgets-past",
                    "step-recomputes-prefix"]
+
+
+# -- two mistakes at once ------------------------------------------------------------
+
+def decoder_layer_no_masks(Y, memory, params, num_heads, self_mask=None, memory_mask=None):
+    # both masks ignored
+    X = layer_norm(Y + multi_head_attention(Y, Y, Y, params["self_attn"], num_heads)[0], **params["norm1"])
+    X = layer_norm(X + multi_head_attention(X, memory, memory, params["cross_attn"], num_heads)[0],
+                   **params["norm2"])
+    return layer_norm(X + position_wise_ffn(X, params["ffn"]), **params["norm3"])
+
+
+def decoder_unscaled_no_positions(tgt_tokens, memory, params, num_heads, src_mask=None):
+    # neither the factor √d_model nor the positional encoding
+    T = tgt_tokens.shape[1]
+    X = params["embedding"][tgt_tokens]
+    memory_mask = None if src_mask is None else src_mask[:, None, None, :]
+    for layer in params["decoder_layers"]:
+        X = decoder_layer(X, memory, layer, num_heads, causal_mask(T), memory_mask)
+    return X
+
+
+# name -> ({task: wrong function}, the check cell whose visible checks run, the words a
+#          message may name: those of the mistakes the code makes)
+DOUBLE_MISTAKES = {
+    "decoder-layer-no-masks": ({"decoder_layer": decoder_layer_no_masks}, "test_decoder_layer",
+                               ("self_mask", "memory_mask", "masks")),
+    "decoder-unscaled-no-positions": ({"decoder": decoder_unscaled_no_positions}, "test_decoder",
+                                      ("√d_model", "positional encoding")),
+}

@@ -326,3 +326,25 @@ MISTAKES = {
 # Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
 GRADED_MISTAKES = ["layernorm-unbiased-variance", "encoder-layer-pre-ln", "embed-unscaled",
                    "encoder-mask-on-queries"]
+
+
+# -- two mistakes at once ------------------------------------------------------------
+
+def layer_norm_unbiased_eps_outside(X, gamma, beta, eps=1e-5):
+    X = np.asarray(X)
+    centred = X - X.mean(axis=-1, keepdims=True)
+    return centred / (np.sqrt(X.var(axis=-1, ddof=1, keepdims=True)) + eps) * gamma + beta
+
+
+def ffn_no_relu_no_biases(X, params):
+    return X @ params["W_1"] @ params["W_2"]
+
+
+# name -> ({task: wrong function}, the check cell whose visible checks run, the words a
+#          message may name: those of the mistakes the code makes)
+DOUBLE_MISTAKES = {
+    "layernorm-unbiased-eps-outside": ({"layer_norm": layer_norm_unbiased_eps_outside}, "test_layer_norm",
+                                       ("biased variance", "unbiased", "outside the square root", "eps")),
+    "ffn-no-relu-no-biases": ({"position_wise_ffn": ffn_no_relu_no_biases}, "test_position_wise_ffn",
+                              ("ReLU", "biases", "b_1", "b_2")),
+}
