@@ -63,6 +63,10 @@ SECTIONS = {
                         "test_multi_head_attention_backward": "backpropagation-layers"},
     "training": {"test_noam_learning_rate": "training-adam", "test_adam_step": "training-adam",
                  "test_train": "training-loop"},
+    "language_model": {"test_filter_logits": "language-model-decoding",
+                       "test_sample_next": "language-model-decoding",
+                       "test_language_model_step": "language-model-cache",
+                       "test_beam_search": "language-model-beam-search"},
 }
 
 HEADING = re.compile(r"^#{2,4}\s+(?:\d+[a-z]?\.\s+)?(?P<title>.+?)(?:\s*\([^()]*\bpoints?\b[^()]*\))?\s*$",
