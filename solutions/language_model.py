@@ -21,7 +21,8 @@ from .backpropagation import (
 from .multi_head import multi_head_attention
 from .positional_encoding import sinusoidal_encoding_at
 from .scaled_dot_product import causal_mask, softmax
-from .training import _encoder_backward, _encoder_forward, adam_step, init_transformer
+from .training import (
+    _encoder_backward, _encoder_forward, adam_step, init_transformer, noam_learning_rate)
 from .transformer_decoder import _attend, _heads, decoder_step, init_decoder_cache
 from .transformer_encoder import embed, encoder, layer_norm, position_wise_ffn
 
@@ -308,7 +309,7 @@ def beam_search(src_tokens, params, num_heads, bos_id, eos_id, max_len, beam_siz
             output, cache = decoder_step(last, cache, params, num_heads)
             total = live_log_p[:, None] + log_softmax(output @ E.T)    # (beam, V)
             ranked = np.argsort(-total.ravel(), kind="stable")[:beam_size]  # ties: earlier, lower id
-            kept = [], []
+            kept, origins = [], []
             for flat in ranked:
                 origin, token = divmod(int(flat), E.shape[0])
                 hypothesis, log_p = live[origin] + [token], total.ravel()[flat]
@@ -316,15 +317,14 @@ def beam_search(src_tokens, params, num_heads, bos_id, eos_id, max_len, beam_siz
                     finished.append((log_p / length_penalty_of(len(hypothesis), length_penalty),
                                      hypothesis))
                 else:
-                    kept[0].append(hypothesis)
-                    kept[1].append(origin)
-            if not kept[0]:
-                live = []
+                    kept.append(hypothesis)
+                    origins.append(origin)
+            live = kept
+            if not live:
                 break
-            live_log_p = total[kept[1], [h[-1] for h in kept[0]]]
-            cache = [{key: value if key == "src_mask" else value[kept[1]] for key, value in layer.items()}
-                     for layer in cache]
-            live = kept[0]
+            live_log_p = total[origins, [h[-1] for h in live]]
+            cache = [{key: value if key == "src_mask" else value[origins] for key, value in layer.items()}
+                     for layer in cache]   # each kept hypothesis takes its origin's keys and values
         finished += [(log_p / length_penalty_of(len(h), length_penalty), h)
                      for h, log_p in zip(live, live_log_p)]
         best.append(max(finished, key=lambda item: item[0]))     # max keeps the first of equals
@@ -357,8 +357,6 @@ def train_language_model(ids, vocab_size, num_steps, seq_len=64, batch_size=16, 
     instead (``post_ln_loss_and_grads``). ``on_step(step, loss, params)`` is
     called after each step. The same seed gives the same model.
     """
-    from .training import noam_learning_rate
-
     transformer = init_transformer(vocab_size, d_model, d_ff, num_layers, seed=seed)
     if post_ln:
         params = {"embedding": transformer["embedding"], "encoder_layers": transformer["encoder_layers"]}
@@ -384,13 +382,11 @@ def bits_per_token(params, ids, num_heads, seq_len=64):
     that every id but the first is predicted once, from at most ``seq_len``
     ids before it (those of its window).
     """
-    starts = range(0, len(ids) - 1, seq_len)
-    total = count = 0.0
-    for start in starts:
-        window = ids[start:start + seq_len + 1][None]
-        loss = language_model_loss_and_grads(window, params, num_heads)[0] if window.shape[1] > 1 else 0
-        total, count = total + loss * (window.shape[1] - 1), count + window.shape[1] - 1
-    return total / count / math.log(2)
+    total = 0.0
+    for start in range(0, len(ids) - 1, seq_len):
+        window = ids[start:start + seq_len + 1][None]          # at least 2 ids
+        total += language_model_loss_and_grads(window, params, num_heads)[0] * (window.shape[1] - 1)
+    return total / (len(ids) - 1) / math.log(2)
 
 
 def bigram_bits_per_token(train_ids, test_ids, vocab_size, alpha=1.0):
