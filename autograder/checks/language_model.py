@@ -3,9 +3,10 @@
 Each check compares the student's function with the reference on secret
 inputs built to hit the rules the task fixes: ties at the top-k boundary and
 between equal probabilities, ``top_k ≥ V``, ``top_p = 1`` with a token of
-probability 0, ``u`` equal to a cumulative sum, temperature 0, caches of
-every length, rows that finish at different steps, a model whose every
-extension ties. A message names a cause only when that mistake alone gives
+probability 0, seeded generators (sent to the sandbox as the numbers of
+their state, so that the student's ``rng.random(B)`` draws known numbers),
+temperature 0 with ``rng=None``, caches of several lengths, rows that
+finish at different steps, a model whose every extension ties. A message names a cause only when that mistake alone gives
 the student's values (it is recomputed here and compared); otherwise it shows
 what was expected and what came back.
 """
@@ -106,7 +107,7 @@ def _filter_diagnosis(keep, logits, top_k, top_p):
              "first"),
         ]
     if top_p is not None and top_p < 1 and top_k is not None:
-        unfiltered = _nucleus(logits, top_p) & reference.filter_logits(logits, top_k).__gt__(-np.inf)
+        unfiltered = _nucleus(logits, top_p) & _kept(reference.filter_logits(logits, top_k))
         variants.append((unfiltered, "it computes the nucleus from the softmax of all the logits, but "
                                      "top_p applies to the probabilities of what top_k kept"))
     expected = _kept(reference.filter_logits(logits, top_k, top_p))
