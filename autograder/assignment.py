@@ -1,6 +1,6 @@
 """An assignment as released, and a student's notebook fitted back onto it.
 
-The released notebook (`exercises/<name>.ipynb`) fixes which cells are the
+The released notebook (`<exercises>/<name>.ipynb` of the course file) fixes which cells are the
 student's (solution cells, by nbgrader `grade_id`) and which are the course's
 (locked cells and check cells). Grading runs the student's solution cells and
 own extra cells, in the student's order, with the course's cells as released:
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import nbformat
 from nbformat.v4 import new_code_cell
 
-from .course import EXERCISES, SOURCE
+from .course import current
 
 HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[ \t]*\n(.*?)^[ \t]*### END HIDDEN TESTS",
                     re.MULTILINE | re.DOTALL)
@@ -49,8 +49,8 @@ def grade_id(cell):
 @functools.cache
 def load(name):
     """The assignment `name`, from its released notebook and its instructor source."""
-    released = nbformat.read(EXERCISES / f"{name}.ipynb", as_version=4)
-    source = nbformat.read(SOURCE / name / f"{name}.ipynb", as_version=4)
+    released = nbformat.read(current().exercises / f"{name}.ipynb", as_version=4)
+    source = nbformat.read(current().notebook(name), as_version=4)
     tests = []
     for cell in source.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -104,6 +104,14 @@ def fit(assignment, notebook):
         cells.insert(position, cell)
         seen.add(cell_id)
     return cells, problems
+
+
+def own_code(assignment, cells):
+    """[[grade_id or None, source]] of the code cells in the fitted `cells` that are the
+    student's: their answer cells and the cells they added (not the course's cells)."""
+    course = {grade_id(c) for c in assignment.cells} - assignment.solutions - {None}
+    return [[grade_id(cell), cell.source] for cell in cells
+            if cell.cell_type == "code" and grade_id(cell) not in course]
 
 
 def _copy(cell):

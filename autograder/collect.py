@@ -29,7 +29,7 @@ from pathlib import Path, PurePosixPath
 # Student ids become folder names: letters, digits and a few separators only.
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,99}$")
 # nbgrader's documented example for exported attempts, e.g.
-# `ps1_bitdiddle_attempt_2016-01-30-15-00-00_scaled_dot_product.ipynb`.
+# `ps1_bitdiddle_attempt_2016-01-30-15-00-00_assignment_one.ipynb`.
 LMS_PATTERN = r".*_(?P<student_id>\w+)_attempt_(?P<timestamp>[0-9\-]+)_(?P<file_id>\w+)"
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
 MAX_ARCHIVE_BYTES = 4 * 1024 ** 3   # all extracted files together

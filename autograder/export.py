@@ -25,22 +25,32 @@ keep grades, one column per assignment:
   penalty the notebook's `late_submission_penalty`, so `nbgrader export` and
   the formgrader show our scores.
 
-Students of the roster with no result get an empty cell; results with no
-roster row are listed on stderr. Cells that come from the grader (student
-ids, scores) are written spreadsheet-safe; the roster's own cells are the
-LMS's and go back unchanged, as its import matches on them.
+Export never loses a grade silently. Students of the roster with no result
+get an empty cell; but a result whose student has no roster row (matched
+exactly, or ignoring case when that is unambiguous), a Moodle export whose
+`email` column would hold ids that are not e-mail addresses, or a roster
+column whose points possible differ from the assignment's maximum refuses
+the export (`Refused`: nothing is written, the command exits 1 naming the
+students or columns), unless `allow_unmatched` (write the others, list the
+unmatched) or `rescale` (score × the roster's points / ours) says otherwise.
+Cells that come from the grader (student ids, scores) are written
+spreadsheet-safe; the roster's own cells are the LMS's and go back
+unchanged, as its import matches on them.
 """
 
+import collections
 import csv
 import io
+import math
 import re
 import sys
 import tempfile
+from dataclasses import dataclass
 from datetime import timezone
 from pathlib import Path
 
 from . import course, deadlines
-from .report import number, spreadsheet_safe
+from .report import number, plural, spreadsheet_safe
 
 MATCH_COLUMNS = {"canvas": "SIS Login ID", "moodle": "email", "blackboard": "Username"}
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Integration ID", "Root Account", "Section"]
@@ -73,18 +83,82 @@ def read_roster(path):
     return rows[0], [row + [""] * (len(rows[0]) - len(row)) for row in rows[1:] if any(row)]
 
 
-def export(out, to, output, roster=None, match_column=None, log=None):
-    """Write the grades of `out` in the format `to` into `output`."""
+class Refused(Exception):
+    """The export would leave a result without its grade or misstate one: nothing was written."""
+
+
+@dataclass
+class Grade:
+    """A grade cell of a sheet, filled in once the export is known to be safe."""
+    student: str  # the result's student id, or None (a roster row with no result: an empty cell)
+    name: str
+
+
+@dataclass
+class Sheet:
+    """What a format writes: cells are text or Grade."""
+    header: list
+    rows: list
+    matched: set  # the student ids of the results that have a row
+    points: dict  # assignment -> the points possible of the roster's column for it, where it says
+    why: str = "no row in the roster"  # what a result not matched lacks
+    hint: str = ""  # what the ids must be, for the message on unmatched results
+    note: str = ""  # for the instructor, once written
+    quoting: int = csv.QUOTE_MINIMAL
+
+
+def export(out, to, output, roster=None, match_column=None, allow_unmatched=False, rescale=False, log=None):
+    """Write the grades of `out` in the format `to` into `output`; return the students written.
+
+    Raises Refused, writing nothing, when a result would get no row (unless
+    `allow_unmatched`) or a roster column's points possible differ from the
+    assignment's maximum (unless `rescale`: score × the roster's points / ours)."""
     log = log or (lambda message: print(message, file=sys.stderr))
     if to not in FORMATS:
         raise ValueError(f"unknown format {to!r}: one of {', '.join(sorted(FORMATS))}")
     scores, maxima, names = read_grades(out)
-    match_column = match_column or MATCH_COLUMNS.get(to)
-    written = FORMATS[to](out, Path(output), scores, maxima, names, roster, match_column)
-    unmatched = sorted({student for student, _ in scores} - set(written))
+    if to == "nbgrader":  # every result gets its student, and the maxima are ours
+        return to_nbgrader(out, Path(output), scores, names)
+    sheet = FORMATS[to](scores, maxima, names, roster, match_column or MATCH_COLUMNS[to])
+    unmatched = sorted({student for student, _ in scores} - sheet.matched)
+    differ = {name: points for name, points in sheet.points.items() if not math.isclose(points, maxima[name])}
+    problems = []
+    if unmatched and not allow_unmatched:
+        problems.append(f"{_unmatched(unmatched, sheet.why)}. {sheet.hint} (or --allow-unmatched to export "
+                        "the others)")
+    if differ and not rescale:
+        problems.append(f"{_differ(differ, maxima)}. Set the points possible in the LMS to ours, or give "
+                        "--rescale to scale each score to the roster's (score × its points / ours)")
+    if rescale and any(maxima[name] <= 0 for name in differ):
+        problems.append("an assignment with 0 points cannot be rescaled")
+    if problems:
+        raise Refused("\n".join(problems) + f"\nNothing was written to {output}.")
     if unmatched:
-        log(f"{len(unmatched)} students have results but no row in the roster: {', '.join(unmatched)}")
-    return written
+        log(f"{_unmatched(unmatched, sheet.why + ' (left out)')}")
+    if differ:
+        log(f"{_differ(differ, maxima)}: scores rescaled to the roster's points")
+    factors = {name: points / maxima[name] for name, points in differ.items()}
+
+    def text(cell):
+        if not isinstance(cell, Grade):
+            return cell
+        score = scores.get((cell.student, cell.name))
+        return "" if score is None else number(round(score * factors.get(cell.name, 1.0), 4))
+
+    _write(Path(output), sheet.header, [[text(cell) for cell in row] for row in sheet.rows], sheet.quoting)
+    if sheet.note:
+        log(sheet.note)
+    return sorted(sheet.matched)
+
+
+def _unmatched(students, why):
+    return f"{plural(len(students), 'student')} {'has' if len(students) == 1 else 'have'} a result but {why}: " \
+           f"{', '.join(students)}"
+
+
+def _differ(differ, maxima):
+    return "points possible differ: " + "; ".join(
+        f"{name} has {number(points)} in the roster, {number(maxima[name])} here" for name, points in differ.items())
 
 
 def _write(path, header, rows, quoting=csv.QUOTE_MINIMAL):
@@ -93,11 +167,6 @@ def _write(path, header, rows, quoting=csv.QUOTE_MINIMAL):
         writer = csv.writer(handle, quoting=quoting, lineterminator="\r\n")
         writer.writerow(header)
         writer.writerows(rows)
-
-
-def _cell(scores, student, name):
-    score = scores.get((student, name))
-    return "" if score is None else number(score)
 
 
 def _column(header, name, pattern):
@@ -115,63 +184,119 @@ def _match_index(header, match_column, path):
     return header.index(match_column)
 
 
-def to_canvas(out, output, scores, maxima, names, roster, match_column):
+def _matcher(scores):
+    """roster id -> the student id of the results it is (the same, or the same ignoring case
+    when only one is), or None."""
+    ids = {student for student, _ in scores}
+    folded = collections.defaultdict(list)
+    for student in ids:
+        folded[student.casefold()].append(student)
+
+    def match(value):
+        value = value.strip()
+        found = [value] if value in ids else folded.get(value.casefold(), [])
+        return found[0] if len(found) == 1 else None
+    return match
+
+
+def _hint(column, values):
+    """What the student ids must be to match the roster's `column` (with one of its values)."""
+    example = next((value.strip() for value in values if value.strip()), None)
+    return (f"Students are matched on the roster's column {column!r}"
+            + (f" (e.g. {example!r})" if example else "")
+            + ": the grader's student ids (the submission folders' names) must be what it holds; "
+              "give --match-column for another column")
+
+
+def _points(text):
+    try:
+        return float(text)
+    except ValueError:
+        return None  # Canvas's "(read only)", an empty cell
+
+
+def to_canvas(scores, maxima, names, roster, match_column):
     if roster is None:
         raise ValueError("--to canvas needs --roster: the course's gradebook exported from Canvas")
     header, rows = read_roster(roster)
-    match = _match_index(header, match_column, roster)
+    column = _match_index(header, match_column, roster)
     identity = [header.index(title) for title in CANVAS_IDENTITY if title in header]
     if not {"Student", "ID", "Section"} <= {header[i] for i in identity}:
         raise ValueError(f"{roster} is not a Canvas gradebook export (it needs Student, ID and Section)")
     columns = [_column(header, name, r"(\s*\(\d+\))?") for name in names]
     titles = [header[i] if i is not None else name for i, name in zip(columns, names)]
-    out_rows, written = [], []
+    match, points, matched, out_rows, students = _matcher(scores), {}, set(), [], []
     for row in rows:
         if row[0].strip() == POINTS_POSSIBLE:  # the row under the header: each column's maximum
+            for i, name in zip(columns, names):
+                if i is not None and _points(row[i]) is not None:
+                    points[name] = _points(row[i])
             out_rows.append([row[i] for i in identity] + [
                 row[i] if i is not None and row[i].strip() else number(maxima[name])
                 for i, name in zip(columns, names)])
         elif row[header.index("ID")].strip():  # a student (other rows are Canvas's settings)
-            student = row[match].strip()
-            written.append(student)
-            out_rows.append([row[i] for i in identity] + [_cell(scores, student, name) for name in names])
+            students.append(row)
+            student = match(row[column])
+            matched.add(student)
+            out_rows.append([row[i] for i in identity] + [Grade(student, name) for name in names])
     if not any(row[0].strip() == POINTS_POSSIBLE for row in rows):
         out_rows.insert(0, [POINTS_POSSIBLE] + [""] * (len(identity) - 1) + [number(maxima[n]) for n in names])
-    _write(output, [header[i] for i in identity] + titles, out_rows)
-    return written
+    return Sheet([header[i] for i in identity] + titles, out_rows, matched - {None}, points,
+                 hint=_hint(match_column, [row[column] for row in students]))
 
 
 def _students(scores, roster, match_column, alias=None):
-    """(ids, roster header): the roster's `match_column` (or `alias`, the LMS's own name for it),
-    or without a roster the students of the results."""
+    """([(id as written, student id of the results or None)], roster header, hint): the roster's
+    rows by its `match_column` (or `alias`, the LMS's own name for it), or without a roster the
+    students of the results."""
     if roster is None:
-        return sorted({student for student, _ in scores}), []
+        return [(student, student) for student in sorted({student for student, _ in scores})], [], ""
     header, rows = read_roster(roster)
-    match = _match_index(header, alias if match_column not in header and alias in header else match_column, roster)
-    return [row[match].strip() for row in rows], header
+    column = alias if match_column not in header and alias in header else match_column
+    index = _match_index(header, column, roster)
+    match = _matcher(scores)
+    return ([(row[index].strip(), match(row[index])) for row in rows], header,
+            _hint(column, [row[index] for row in rows]))
 
 
-def to_moodle(out, output, scores, maxima, names, roster, match_column):
+def _sheet(header, students, names, points=None, **fields):
+    """The Sheet of one row per student: the id as written, then a grade per assignment."""
+    rows = [[spreadsheet_safe(written), *(Grade(student, name) for name in names)] for written, student in students]
+    return Sheet(header, rows, {student for _, student in students} - {None}, points or {}, **fields)
+
+
+def to_moodle(scores, maxima, names, roster, match_column):
     # Moodle's own grade export calls the column "Email address"
-    ids, _ = _students(scores, roster, match_column, "Email address" if match_column == "email" else None)
-    _write(output, [match_column, *names],
-           [[spreadsheet_safe(student), *(_cell(scores, student, name) for name in names)] for student in ids])
-    return ids
+    students, _, hint = _students(scores, roster, match_column, "Email address" if match_column == "email" else None)
+    why = Sheet.why
+    if roster is None and match_column == "email":  # Moodle would find no user for the others
+        students = [(written, student) for written, student in students if "@" in student]
+        why = "an id that is not an e-mail address"
+        hint = ("Moodle matches the column email with its users' e-mail addresses: name the submission "
+                "folders by e-mail address, or give --match-column with the user field the ids are "
+                "(username, idnumber) and map it to that field on import")
+    # Moodle's grade export says no grade item's maximum: the instructor checks them
+    note = ("Moodle imports the scores as they are: each grade item's maximum grade must be the "
+            "assignment's (" + ", ".join(f"{name} {number(maxima[name])}" for name in names) + ")")
+    return _sheet([match_column, *names], students, names, why=why, hint=hint, note=note)
 
 
-def to_blackboard(out, output, scores, maxima, names, roster, match_column):
-    ids, header = _students(scores, roster, match_column)
-    titles = []
+def to_blackboard(scores, maxima, names, roster, match_column):
+    students, header, hint = _students(scores, roster, match_column)
+    titles, points = [], {}
     for name in names:  # an existing Grade Center column keeps its header, with its id; else a new one
         index = _column(header, name, r"\s*\[Total Pts:[^\]]*\](\s*\|\s*\d+)?")
-        titles.append(header[index] if index is not None else f"{name} [Total Pts: {number(maxima[name])}]")
-    _write(output, ["Username", *titles],
-           [[spreadsheet_safe(student), *(_cell(scores, student, name) for name in names)] for student in ids],
-           quoting=csv.QUOTE_ALL)
-    return ids
+        if index is None:
+            titles.append(f"{name} [Total Pts: {number(maxima[name])}]")
+            continue
+        titles.append(header[index])
+        given = re.search(r"\[Total Pts:\s*([0-9.]+)", header[index])
+        if given and _points(given[1]) is not None:
+            points[name] = _points(given[1])
+    return _sheet(["Username", *titles], students, names, points, hint=hint, quoting=csv.QUOTE_ALL)
 
 
-def to_nbgrader(out, output, scores, maxima, names, roster, match_column):
+def to_nbgrader(out, output, scores, names):
     """Write the results of `out` into the nbgrader gradebook `output` (created or updated)."""
     from nbgrader.api import Gradebook, MissingEntry
 

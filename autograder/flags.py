@@ -5,19 +5,26 @@ process, whatever its code does. They say which notebooks deserve a look.
 """
 
 import ast
+import functools
 import re
 
-# The grader's own modules, and those of its runner in the sandbox.
-GRADER_MODULES = {"solutions", "autograder", "nbgrader", "tests", "wire", "sandbox_runner"}
+from .course import ENGINE_PACKAGE, current
+
+# The engine's modules, and those of its runner in the sandbox (the course's packages join them).
+ENGINE_MODULES = {ENGINE_PACKAGE, "nbgrader", "wire", "sandbox_runner"}
 PATCHED_MODULES = {"np", "numpy", "builtins", "__builtins__", "sys", "math", "operator", "wire"}
 COMPARISONS = {"__eq__", "__ne__", "__bool__", "__array_ufunc__", "__array_function__",
                "__array_finalize__", "__array_wrap__"}
 HOOKS = {"input_transformers_cleanup", "input_transformers_post", "ast_transformers", "events",
          "set_custom_exc", "register_magic_function", "excepthook", "displayhook", "settrace",
          "setprofile", "audit", "addaudithook", "meta_path", "path_hooks"}
-SUSPICIOUS_WORDS = re.compile(r"gradebook|autograder|solutions|HIDDEN TESTS|\.npy\b|/proc/\d|/sandbox\b")
 MAGIC = re.compile(r"^(\s*)%{1,2}\w+[ \t]*(.*)$", re.MULTILINE)  # %time CODE: look at CODE
 SHELL = re.compile(r"^\s*!.*$", re.MULTILINE)
+
+
+def without_magics(source):
+    """The Python of a cell: IPython magics replaced by their code, shell commands removed."""
+    return MAGIC.sub(r"\1\2", SHELL.sub("", source))
 
 
 def flags(sources):
@@ -25,7 +32,7 @@ def flags(sources):
     found = set()
     for source in sources:
         try:
-            tree = ast.parse(MAGIC.sub(r"\1\2", SHELL.sub("", source)))
+            tree = ast.parse(without_magics(source))
         except (SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):
@@ -33,13 +40,26 @@ def flags(sources):
     return sorted(found)
 
 
+@functools.cache
+def grader_modules():
+    """The top-level modules a submission has no business importing: the engine's and the course's."""
+    return ENGINE_MODULES | set(current().packages)
+
+
+@functools.cache
+def suspicious_words():
+    """Words in a string that point at the grader: its modules, its files, the hidden tests."""
+    names = "|".join(re.escape(name) for name in sorted({ENGINE_PACKAGE, *current().references, current().checks}))
+    return re.compile(rf"gradebook|{names}|HIDDEN TESTS|\.npy\b|/proc/\d|/sandbox\b")
+
+
 def _flag(node):
     if isinstance(node, ast.Import):
         for alias in node.names:
-            if alias.name.split(".")[0] in GRADER_MODULES:
+            if alias.name.split(".")[0] in grader_modules():
                 yield f"imports `{alias.name}` (the reference or the grader)"
     elif isinstance(node, ast.ImportFrom) and node.module:
-        if node.module.split(".")[0] in GRADER_MODULES:
+        if node.module.split(".")[0] in grader_modules():
             yield f"imports from `{node.module}` (the reference or the grader)"
     elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
         targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
@@ -70,8 +90,8 @@ def _flag(node):
             yield f"calls `{name}` (adds an IPython or interpreter hook)"
         if name in ("os.kill", "os.killpg", "os._exit", "os.fork", "signal.signal"):
             yield f"calls `{name}` (processes and signals)"
-    elif isinstance(node, ast.Constant) and isinstance(node.value, str) and SUSPICIOUS_WORDS.search(node.value):
-        yield f"mentions {SUSPICIOUS_WORDS.search(node.value).group(0)!r} in a string"
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str) and suspicious_words().search(node.value):
+        yield f"mentions {suspicious_words().search(node.value).group(0)!r} in a string"
     elif isinstance(node, ast.Attribute) and node.attr in ("__subclasses__", "__globals__", "f_back",
                                                            "f_globals", "modules", "__dict__"):
         yield f"reaches into the interpreter (`.{node.attr}`)"

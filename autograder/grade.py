@@ -9,7 +9,7 @@ Every point is decided outside the student's process. For each submission:
 3. the hidden checks run here, in the grader, on inputs drawn from a secret
    seed; they call the student's functions through proxies that send plain
    data to the sandbox and get plain data back, and compare with the
-   reference (`autograder/checks/`).
+   reference (the course's checks package, named in its course file).
 
 Submissions are graded in parallel by worker processes. Each finished
 submission is written at once, atomically, to OUT/results/<student>/<assignment>.json
@@ -36,12 +36,11 @@ from pathlib import Path
 import nbformat
 
 from . import assignment as assignments_
-from . import deadlines, report, timing
-from .flags import flags
-from .checks import harness
-from .checks.checking import CheckFailed
+from . import course, deadlines, harness, report, tasks, timing
+from .checking import CheckFailed
 from .collect import LMS_PATTERN, MAX_NOTEBOOK_BYTES, Submission, collect, refused_rows, unpack
-from .course import ROOT, assignments
+from .course import assignments
+from .flags import flags
 from .messages import failure_message
 from .sandbox import Limits, Sandbox, SandboxStopped, check_available
 
@@ -73,6 +72,7 @@ class Result:
     flags: list = field(default_factory=list)  # what the code does to the grading, for the instructor
     seconds: dict = field(default_factory=dict)  # where the time went: start, imports, cells, checks
     submitted_at: str = ""  # as the LMS export or nbgrader's timestamp.txt says ('' if unknown)
+    code: list = field(default_factory=list)  # [grade_id or None, source] of the student's own code cells
 
     @property
     def score(self):
@@ -103,6 +103,10 @@ def grade(submissions, out, workers=None, shard=None, secret=None, limits=Limits
     """
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     check_available()
+    if tasks.placeholder_base_url():
+        log(f"warning: html.baseurl in {course.current().book_config.name} is still the template's "
+            f"{tasks.base_url()}: the feedback links to the chapters lead nowhere until it is the "
+            "published site's address (README: before publishing)")
     out = Path(out)
     (out / "results").mkdir(parents=True, exist_ok=True)  # even for a shard with no students
     key = _secret_key(Path(secret) if secret else out / "secret.key")
@@ -185,33 +189,34 @@ def grade_one(submission, fingerprint, out, key, limits=Limits()):
 
     spec = assignments_.load(submission.assignment)
     cells, problems = assignments_.fit(spec, notebook)
+    code = assignments_.own_code(spec, cells)
     released = {cell.source for cell in spec.cells}
     flagged = flags([cell.source for cell in notebook.cells
                      if cell.cell_type == "code" and cell.source not in released])
     sandbox = sandbox_for(submission.assignment, cells, limits)
-    harness.SECRET = _seed(key, fingerprint)
+    secret = _seed(key, fingerprint)
     try:
         try:
             outputs = {output["id"]: output for output in sandbox.run()}
         except SandboxStopped as stop:
-            return _not_graded(submission, stop.status, stop.reason, out, fingerprint, problems, flagged)
+            return _not_graded(submission, stop.status, stop.reason, out, fingerprint, problems, flagged, code)
         visible = {assignments_.grade_id(cell): outputs.get(str(i)) for i, cell in enumerate(cells)}
         checks, restarts, started = [], 0, time.monotonic()
         seconds = sandbox.seconds
         for test in spec.tests:
             if not sandbox.alive and restarts < RESTARTS:
                 sandbox, restarts = _restart(sandbox), restarts + 1
-            checks.append(_run_test(test, visible.get(test.grade_id), sandbox))
+            sandbox.task = tasks.titles(submission.assignment).get(test.grade_id)  # for its messages
+            checks.append(_run_test(test, visible.get(test.grade_id), sandbox, secret))
         seconds = {**seconds, "checks": time.monotonic() - started}
     finally:
         sandbox.close()
-        harness.SECRET = None
     statuses = [status for status, _ in sandbox.events] + ["invalid-structure"] * bool(problems)
     status = min(statuses, key=STATUSES.index, default="graded")
     notes = problems + [reason for _, reason in sandbox.events]
     result = Result(submission.student_id, submission.assignment, status, checks, notes, fingerprint, flagged,
                     {phase: round(s, 4) for phase, s in seconds.items()},
-                    submitted_at=submission.timestamp)
+                    submitted_at=submission.timestamp, code=code)
     _save(out, result, report.feedback_html(result, cells, outputs))
     return result
 
@@ -234,6 +239,7 @@ def _restart(sandbox):
     fresh = Sandbox(sandbox.cells, sandbox.limits, sandbox.uid, timeouts=sandbox.timeouts)
     fresh.events, fresh.deadline = sandbox.events, sandbox.deadline  # no new time
     fresh.stopped = sandbox.stopped  # nor new calls of what ran out of time
+    fresh.places = sandbox.places
     try:
         fresh.run()
     except SandboxStopped:
@@ -241,8 +247,9 @@ def _restart(sandbox):
     return fresh
 
 
-def _run_test(test, visible, sandbox):
-    """The Check of one check cell: its visible part ran in the sandbox, its hidden part runs here."""
+def _run_test(test, visible, sandbox, secret):
+    """The Check of one check cell: its visible part ran in the sandbox, its hidden part runs here,
+    on inputs drawn with the submission's `secret`."""
     def failed(message):
         return Check(test.grade_id, 0.0, test.points, message)
 
@@ -254,7 +261,8 @@ def _run_test(test, visible, sandbox):
         return failed("not graded: the notebook's process had stopped before this check ran")
     namespace = dict(sandbox.functions)
     try:
-        exec(compile(test.hidden, f"<hidden checks of {test.grade_id}>", "exec"), namespace)
+        with harness.secret(secret):
+            exec(compile(test.hidden, f"<hidden checks of {test.grade_id}>", "exec"), namespace)
     except CheckFailed as failure:
         return failed(str(failure))
     except SandboxStopped as stop:
@@ -274,14 +282,17 @@ def sandbox_for(name, cells, limits):
     code = [(str(i), cell.source) for i, cell in enumerate(cells) if cell.cell_type == "code"]
     timeouts = timing.timeouts(name, [(str(i), assignments_.grade_id(cell)) for i, cell in enumerate(cells)],
                                limits)
-    return Sandbox(code, limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=timeouts)
+    sandbox = Sandbox(code, limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=timeouts)
+    sandbox.places = tasks.places(name, cells)  # its messages name the task, not a cell number
+    return sandbox
 
 
-def _not_graded(submission, status, reason, out, fingerprint="", notes=(), flagged=()):
+def _not_graded(submission, status, reason, out, fingerprint="", notes=(), flagged=(), code=()):
     spec = assignments_.load(submission.assignment)
     checks = [Check(t.grade_id, 0.0, t.points, f"not graded: {reason}") for t in spec.tests]
     result = Result(submission.student_id, submission.assignment, status, checks,
-                    [*notes, reason], fingerprint, list(flagged), submitted_at=submission.timestamp)
+                    [*notes, reason], fingerprint, list(flagged), submitted_at=submission.timestamp,
+                    code=list(code))
     _save(out, result, report.not_graded_html(result, reason))
     return result
 
@@ -324,16 +335,27 @@ def _seed(key, fingerprint):
     return int.from_bytes(hmac.new(key, fingerprint.encode(), hashlib.sha256).digest()[:8], "big")
 
 
+# The engine's modules that decide a grade (not the reports, exports or command line: a
+# change there regrades nothing).
+GRADING_MODULES = ("assignment", "checking", "collect", "flags", "grade", "harness", "messages",
+                   "sandbox", "sandbox_runner", "timing", "wire")
+
+
+def graded_files():
+    """The files whose contents decide a grade: the grading code, the course's checks and
+    references, its released and instructor notebooks and the reference's times."""
+    this = course.current()
+    return [*(course.ENGINE / f"{module}.py" for module in GRADING_MODULES),
+            *(path for package in (this.checks, *this.references) for path in this.package_files(package)),
+            *sorted(this.exercises.glob("*.ipynb")), *sorted(this.source.rglob("*.ipynb")),
+            *sorted(this.source.rglob("timing.json"))]
+
+
 def _grader_version(limits):
-    """A digest of everything that decides a grade: checks, references, notebooks, limits
-    (and the reference's times, from which the limits derive)."""
+    """A digest of everything that decides a grade: `graded_files` and the limits."""
     digest = hashlib.sha256(repr(limits).encode())
-    files = [*sorted((ROOT / "autograder").rglob("*.py")), *sorted((ROOT / "solutions").glob("*.py")),
-             *sorted((ROOT / "exercises").glob("*.ipynb")),
-             *sorted((ROOT / "autograder" / "source").rglob("*.ipynb")),
-             *sorted((ROOT / "autograder" / "source").rglob("timing.json"))]
-    for path in files:
-        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    for path in graded_files():
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
@@ -364,7 +386,8 @@ def write_reports(out):
     results, policy = load_results(out), deadlines.load(out)
     write_atomic(out / "grades.csv", report.grades_csv(results, policy))
     write_atomic(out / "details.csv", report.details_csv(results))
-    write_atomic(out / "summary.html", report.summary_html(results, policy))
+    similarity = {path.stem for path in (out / "similarity").glob("*.html")}  # `similarity` wrote them
+    write_atomic(out / "summary.html", report.summary_html(results, policy, similarity))
     for result in results:  # what the deadline did, on the student's page
         page = out / "feedback" / result.student_id / f"{result.assignment}.html"
         try:

@@ -13,12 +13,13 @@ from nbgrader.converters.autograde import Autograde
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute
 
+from autograder.course import current
 from autograder.preprocessors import StderrIsNotFailure
 
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
 
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
-c.CourseDirectory.course_id = "attention"
+c.CourseDirectory.course_id = current().id  # from the course file, course.toml
 # The reference's times (autograder/timing.py) are the grader's, not the students'.
 c.CourseDirectory.ignore = [*CourseDirectory.class_traits()["ignore"].default(), "timing.json"]
 

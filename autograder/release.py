@@ -1,16 +1,17 @@
 """`python -m autograder release`: the student notebooks, generated.
 
 nbgrader's generate_assignment removes the solutions and hidden tests from
-each instructor notebook (autograder/source/<slug>/<slug>.ipynb) and clears
-outputs; this module adds the "generated" note and writes the result to
-exercises/<slug>.ipynb. A test regenerates them and fails when they differ.
+each instructor notebook (<source>/<slug>/<slug>.ipynb of the course file) and
+clears outputs; this module adds the "generated" note and writes the result to
+<exercises>/<slug>.ipynb. A test regenerates them and fails when they differ.
 
 Before that, three kinds of cell of the instructor notebooks are stamped from
-their one source: the check helpers from autograder/checks/checking.py, the
-closing "Done" cell from autograder/cells/done.md, and every locked "given"
-cell (functions the exercise hands to the student) from solutions/: a cell
-whose metadata holds ``"course": {"given": ["solutions.<module>:<name>", ...]}``
-gets the source of those definitions, under a header saying so.
+their one source: the check helpers from the engine's checking.py, the
+closing "Done" cell from the course file's `done_cell`, and every locked
+"given" cell (functions the exercise hands to the student) from the course's
+reference packages: a cell whose metadata holds
+``"course": {"given": ["<reference package>.<module>:<name>", ...]}`` gets the
+source of those definitions, under a header saying so.
 """
 
 import ast
@@ -20,25 +21,28 @@ from pathlib import Path
 
 import nbformat
 
-from .course import AUTOGRADER, CHECK_HELPERS, EXERCISES, SOURCE, assignments, make_course_dir, nbgrader
+from .course import ENGINE, assignments, current, make_course_dir, nbgrader
+from .flags import without_magics
 
 HELPERS_CELL = "check_helpers"  # grade_id of the helper cell in every source notebook
-DONE_CELL = "done"              # grade_id of the closing cell, the same in every exercise
-DONE_TEXT = AUTOGRADER / "cells" / "done.md"
+CHECK_HELPERS = ENGINE / "checking.py"  # its text
+DONE_CELL = "done"              # grade_id of the closing cell (the course file's done_cell)
 
 
 class ReleaseError(RuntimeError):
     pass
 
 
-def release(exercises_dir=EXERCISES, names=None):
-    """Regenerate the student notebooks of `names` (default: all) into `exercises_dir`."""
+def release(exercises_dir=None, names=None):
+    """Regenerate the student notebooks of `names` (default: all) into `exercises_dir`
+    (default: the course's exercises)."""
     names = assignments() if names is None else list(names)
     for name in names:
-        sync_check_helpers(SOURCE / name / f"{name}.ipynb")
-        sync_done_cell(SOURCE / name / f"{name}.ipynb")
-        stamp_given_cells(SOURCE / name / f"{name}.ipynb")
-    exercises_dir = Path(exercises_dir)
+        sync_check_helpers(current().notebook(name))
+        if current().done_cell:
+            sync_done_cell(current().notebook(name))
+        stamp_given_cells(current().notebook(name))
+    exercises_dir = Path(exercises_dir or current().exercises)
     exercises_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="release-") as tmp:
         course = make_course_dir(tmp, names)
@@ -53,7 +57,7 @@ def release(exercises_dir=EXERCISES, names=None):
 
 
 def sync_check_helpers(path):
-    """Make the helper cell of the notebook at `path` equal autograder/checks/checking.py.
+    """Make the helper cell of the notebook at `path` equal the engine's checking.py.
 
     Returns True when the notebook had to be rewritten.
     """
@@ -61,11 +65,11 @@ def sync_check_helpers(path):
 
 
 def sync_done_cell(path):
-    """Make the closing cell of the notebook at `path` autograder/cells/done.md, for its name.
+    """Make the closing cell of the notebook at `path` the course's done cell, for its name.
 
     Returns True when the notebook had to be rewritten.
     """
-    text = DONE_TEXT.read_text().rstrip("\n").replace("{notebook}", Path(path).name)
+    text = current().done_cell.read_text().rstrip("\n").replace("{notebook}", Path(path).name)
     return _sync_cell(path, DONE_CELL, text, last=True)
 
 
@@ -88,7 +92,7 @@ def stamp_given_cells(path):
 
     Returns True when the notebook had to be rewritten. Raises ReleaseError
     when a listed name does not exist, when a stamped definition uses
-    another definition of solutions/ that no locked cell of the notebook
+    another definition of the references that no locked cell of the notebook
     provides (list it too), so that a given cell can never fail with a
     NameError, and when a stamped definition is, or uses, a function that the
     students write in that notebook (a given cell must neither replace their
@@ -123,14 +127,20 @@ def stamp_given_cells(path):
 def given_source(specs):
     """(source, needed): the definitions `specs` ("module:name") with their modules' imports.
 
-    `needed` holds the names of solutions/ that those definitions use: the
-    other top-level definitions of their modules, and what those modules
-    import from solutions/.
+    `needed` holds the names of the course's references that those
+    definitions use: the other top-level definitions of their modules, and
+    what those modules import from the references.
     """
     imports, definitions, needed, modules = [], [], set(), []
+    references = tuple(current().references)
+
+    def is_reference(module):
+        return any(module == r or module.startswith(r + ".") for r in references)
+
     for spec in specs:
         module_name, _, name = spec.partition(":")
-        module_source = Path(importlib.import_module(module_name).__file__).read_text()
+        module_file = Path(importlib.import_module(module_name).__file__)
+        module_source = module_file.read_text()
         tree = ast.parse(module_source)
         nodes = {target: node for node in tree.body for target in _defined_by(node)}
         if name not in nodes:
@@ -138,16 +148,16 @@ def given_source(specs):
         node = nodes[name]
         start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         definitions.append("\n".join(module_source.splitlines()[start - 1:node.end_lineno]))
-        from_solutions = {alias.asname or alias.name for n in tree.body if isinstance(n, ast.ImportFrom)
-                          and (n.level or (n.module or "").startswith("solutions")) for alias in n.names}
+        from_references = {alias.asname or alias.name for n in tree.body if isinstance(n, ast.ImportFrom)
+                          and (n.level or is_reference(n.module or "")) for alias in n.names}
         used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-        needed |= used & (set(nodes) | from_solutions)
-        if module_name not in modules:
-            modules.append(module_name)
+        needed |= used & (set(nodes) | from_references)
+        if module_file not in modules:
+            modules.append(module_file)
             imports += [ast.get_source_segment(module_source, n) for n in tree.body
                         if isinstance(n, ast.Import) or (isinstance(n, ast.ImportFrom) and not n.level
-                                                         and not n.module.startswith("solutions"))]
-    files = ", ".join(f"solutions/{m.rpartition('.')[2]}.py" for m in modules)
+                                                         and not is_reference(n.module))]
+    files = ", ".join(_relative(path) for path in modules)
     header = (f"# Given: generated from {files} by `python -m autograder release`.\n"
               "# These functions are correct: run this cell, read it, call them; do not change it.")
     unique_imports = "\n".join(dict.fromkeys(imports))
@@ -165,19 +175,26 @@ def _defined_by(node):
 
 
 def _names_defined(sources):
-    """The names that the code cells `sources` define at top level (IPython magics skipped)."""
+    """The names that the code cells `sources` define at top level (read with their IPython
+    magics and shell commands removed, as `flags` reads them)."""
     names = set()
     for source in sources:
         try:
-            tree = ast.parse(source)
+            tree = ast.parse(without_magics(source))
         except SyntaxError:
             continue
         names.update(name for node in tree.body for name in _defined_by(node))
     return names
 
 
+def _relative(path):
+    """`path` as the course's authors know it: relative to the course's folder."""
+    path = Path(path).resolve()
+    return path.relative_to(current().root).as_posix() if current().root in path.parents else path.name
+
+
 def _generated_note(name):
-    source = f"autograder/source/{name}/{name}.ipynb"
+    source = _relative(current().notebook(name))
     return nbformat.v4.new_markdown_cell(
         f"*This student notebook is generated from `{source}` by "
         "`python -m autograder release`: course authors edit that source, not this file. "

@@ -17,6 +17,7 @@ import html
 import io
 import re
 import sys
+import urllib.parse
 
 from markdown_it import MarkdownIt
 from pygments import highlight
@@ -44,11 +45,17 @@ pre{background:#f6f6f6;padding:.6rem;overflow-x:auto;white-space:pre-wrap}
 .cell{margin:1rem 0}.check{border-left:4px solid #999;padding-left:.6rem}
 .pass{border-color:#2a7}.fail{border-color:#c33}.err{color:#a00}.note{color:#a60}
 .highlight pre{background:#f6f6f6}
+.pair td{width:50%}.m{background:#fde68a}.hd{color:#777}
 """ + CODE.get_style_defs(".highlight") + "</style>"
 
 
 def number(x):
     return f"{x:g}"
+
+
+def plural(count, noun):
+    """'1 student', '2 students'."""
+    return f"{count} {noun}{'s' * (count != 1)}"
 
 
 # -- CSV -------------------------------------------------------------------------
@@ -197,11 +204,14 @@ def not_graded_html(result, reason):
 
 # -- the instructor's summary -------------------------------------------------------------
 
-def summary_html(results, policy=None):
-    """Per assignment: score histogram, share failing each check with its commonest reasons,
-    and the submissions that were not simply graded; with a deadline, who was late and by how much."""
+def summary_html(results, policy=None, similarity=()):
+    """Every student's scores, linked to their feedback; per assignment: score histogram, share
+    failing each check with its commonest reasons, and the submissions that were not simply
+    graded; with a deadline, who was late and by how much. `similarity`: the assignments with a
+    similarity report (OUT/similarity/<name>.html), linked."""
     parts = ["<h1>Grading summary</h1>",
-             f"<p>{len(results)} submissions of {len({r.student_id for r in results})} students.</p>"]
+             f"<p>{plural(len(results), 'submission')} of {plural(len({r.student_id for r in results}), 'student')}."
+             "</p>", _students_table(results, policy)]
     by_assignment = collections.defaultdict(list)
     for result in results:
         by_assignment[result.assignment].append(result)
@@ -210,6 +220,9 @@ def summary_html(results, policy=None):
         statuses = collections.Counter(r.status for r in group)
         parts.append(f"<h2>{html.escape(name)}</h2><p>" + ", ".join(
             f"{count} {html.escape(status)}" for status, count in statuses.most_common()) + "</p>")
+        if name in similarity:
+            parts.append(f"<p><a href='similarity/{html.escape(name)}.html'>Similarity of the students' "
+                         "code</a>: pairs ranked for you to read (it decides nothing).</p>")
         if not handed_in:
             continue
         parts.append(_histogram([r.score for r in handed_in], group[0].max_score, name))
@@ -246,6 +259,30 @@ def summary_html(results, policy=None):
     return _page("Grading summary", "".join(parts))
 
 
+def _students_table(results, policy):
+    """Every student with their score on each assignment (after any late penalty), linked to
+    the feedback page that explains it."""
+    names = list(dict.fromkeys(r.assignment for r in results))
+    by_student = collections.defaultdict(dict)
+    for r in results:
+        by_student[r.student_id][r.assignment] = r
+
+    def cell(r):
+        if r is None:
+            return "<td></td>"
+        late = policy and r.status != "missing" and deadlines.assess(policy, r.student_id, r.submitted_at)
+        status = "" if r.status == "graded" else f" ({html.escape(r.status)})"
+        # ids and names are the grader's (collect.STUDENT_ID), quoted and escaped all the same
+        url = f"feedback/{urllib.parse.quote(r.student_id, safe='')}/{urllib.parse.quote(r.assignment, safe='')}.html"
+        return (f"<td><a href='{html.escape(url)}'>{number(_score(r, late or None))} / "
+                f"{number(r.max_score)}</a>{status}</td>")
+
+    return ("<h2>Students</h2><table><tr><th>student</th>"
+            + "".join(f"<th>{html.escape(name)}</th>" for name in names) + "</tr>"
+            + "".join(f"<tr><td>{html.escape(student)}</td>" + "".join(cell(row.get(name)) for name in names)
+                      + "</tr>" for student, row in sorted(by_student.items())) + "</table>")
+
+
 def _cells(*values):
     return "".join(f"<td>{html.escape(str(value))}</td>" for value in values)
 
@@ -261,8 +298,9 @@ def _lateness(results, policy):
             untimed.append(r)
         elif lateness.late_days:
             late.append((r, lateness))
-    parts = [f"<h2>Late ({len(late)})</h2><p>Due {html.escape(policy.due.isoformat())} "
-             f"({len(policy.extensions)} extensions); {number(100 * policy.penalty)} % off per started day "
+    parts = [f"<h2>Late ({plural(len(late), 'submission')} of {plural(len({r.student_id for r, _ in late}), 'student')})"
+             f"</h2><p>Due {html.escape(policy.due.isoformat())} "
+             f"({plural(len(policy.extensions), 'extension')}); {number(100 * policy.penalty)} % off per started day "
              f"late, at most {number(100 * policy.cap)} %.</p>"]
     if late:
         parts.append("<table><tr><th>student</th><th>assignment</th><th>handed in</th><th>due</th>"
@@ -300,6 +338,7 @@ def _histogram(scores, max_score, name):
     figure, axes = _pyplot().subplots(figsize=(6, 2.4))
     axes.hist(scores, bins=[x - 0.5 for x in range(int(max_score) + 2)], color="#4477aa", rwidth=0.9)
     axes.set(xlabel="score", ylabel="students", title=f"{name}: scores (out of {number(max_score)})")
+    axes.xaxis.get_major_locator().set_params(integer=True)  # scores in whole points: whole ticks
     axes.yaxis.get_major_locator().set_params(integer=True)
     axes.spines[["top", "right"]].set_visible(False)
     return f"<figure role='img' aria-label='histogram of the scores of {html.escape(name)}'>{_svg(figure)}</figure>"

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from . import wire
+from .course import ENGINE_PACKAGE, current
 
 HERE = Path(__file__).resolve().parent
 RUNNER_FILES = (HERE / "sandbox_runner.py", HERE / "wire.py")
@@ -115,7 +116,7 @@ def _bwrap(folder, uid, limits):
         for parent in reversed(readable.parents[:-1]):
             command += ["--perms", "0755", "--dir", str(parent)]
         command += ["--ro-bind", str(readable), str(readable)]
-    for package in ("solutions", "autograder"):  # should they be installed as copies, hide them
+    for package in (ENGINE_PACKAGE, *current().packages):  # should they be installed as copies, hide them
         spec = importlib.util.find_spec(package)
         location = Path(spec.origin).parent if spec and spec.origin else None
         if location and venv in location.parents:
@@ -157,6 +158,8 @@ class Sandbox:
         self.call_seconds = {}  # function name -> CPU time of its slowest call so far (runner's)
         self.seconds = {}       # where run() spent its time: start, imports, cells
         self.functions = {}     # name -> StudentFunction, once the notebook has run
+        self.places = {}        # cell id -> where it is, for messages (its task: students see no cell ids)
+        self.task = None        # the task whose hidden checks call the student's functions now
         self.deadline = None    # time.monotonic() by which everything must be done
         self._process = None
 
@@ -294,17 +297,18 @@ class Sandbox:
                    for cell_id, _ in self.cells}
         self._send({"op": "run", "cells": self.cells, "cell_timeout": self.limits.cell_seconds,
                     "cell_timeouts": seconds, "stopping_cells": sorted(self.timeouts.stopping_cells),
-                    "stopped": self.stopped, "limits": limits})
+                    "stopped": self.stopped, "places": self.places, "limits": limits})
         results = []
         for cell_id, _ in self.cells:
-            header, _ = self._receive(seconds[cell_id] * self.limits.wall_factor, "a cell")
+            where = self.places.get(cell_id, f"the cell {cell_id}")
+            header, _ = self._receive(seconds[cell_id] * self.limits.wall_factor, where)
             if header.get("op") != "cell" or header.get("id") != cell_id:
                 self._stopped("crashed", "the notebook's process sent an unexpected message")
             error = _plain_error(header.get("error"))
-            self._note(error, f"cell {cell_id}")
+            self._note(error, where, seconds[cell_id])
             if (error and error["ename"] == "CellTimeout" and error["function"]
                     and cell_id in self.timeouts.stopping_cells):
-                self._stop_calling(error["function"], "in a cell", seconds[cell_id])
+                self._stop_calling(error["function"], where, seconds[cell_id])
             results.append({"id": cell_id, "stdout": _text(header.get("stdout")),
                             "stderr": _text(header.get("stderr")), "error": error,
                             "seconds": _number(header.get("seconds")),
@@ -322,19 +326,28 @@ class Sandbox:
                           if isinstance(name, str) and name.isidentifier() and not hasattr(builtins, name)}
         return results
 
-    def _note(self, error, where):
-        """Record a limit that the student's code hit, as the submission's status."""
+    def _note(self, error, where, seconds, function=None):
+        """Record a limit that the student's code hit, as the submission's status, saying where
+        (`where`: the cell's or check's task) and in which function."""
         if error is None:
             return
+        function = error["function"] or function
         if error["ename"] == "CellTimeout":
-            self.events.append(("timeout", f"{where} ran longer than its time limit and was stopped"))
+            self.events.append(("timeout", (
+                f"{function} ran longer than its time limit of {seconds:g} s in {where}" if function else
+                f"{where} ran longer than its time limit of {seconds:g} s (outside any function)")
+                + " and was stopped"))
         elif error["ename"] in ("OutputLimitExceeded", "MemoryError"):
             what = "printed too much" if error["ename"] == "OutputLimitExceeded" else "ran out of memory"
-            self.events.append(("resource-limit", f"{where} {what}"))
+            self.events.append(("resource-limit", f"{function} {what} in {where}" if function else
+                                f"{where} {what}"))
+
+    def _checking(self):
+        return f"a check of task “{self.task}”" if self.task else "a check"
 
     def _stop_calling(self, name, where, seconds):
         """`name` ran out of time: it is not called again in this submission (nor its restarts)."""
-        self.stopped.setdefault(name, f"{name} ran longer than its limit of {seconds:g} s {where} "
+        self.stopped.setdefault(name, f"{name} ran longer than its limit of {seconds:g} s in {where} "
                                       "and is not called again")
 
     def call(self, name, args, kwargs):
@@ -349,17 +362,17 @@ class Sandbox:
         seconds = self.timeouts.calls.get(name, self.timeouts.call or self.limits.call_seconds)
         self._send({"op": "call", "name": name, "timeout": seconds}, [args, kwargs])
         try:
-            header, blobs = self._receive(seconds * self.limits.wall_factor, f"{name}")
+            header, blobs = self._receive(seconds * self.limits.wall_factor, f"{name} in {self._checking()}")
         except SandboxStopped as stop:
             if stop.status == "timeout":  # it could not be interrupted
-                self._stop_calling(name, "in a check", seconds)
+                self._stop_calling(name, self._checking(), seconds)
             raise
         self.call_seconds[name] = max(self.call_seconds.get(name, 0.0), _number(header.get("cpu_seconds")))
         if header.get("op") == "raised":
             error = _plain_error(header.get("error"))
-            self._note(error, f"a call of {name}")
+            self._note(error, self._checking(), seconds, function=name)
             if error["ename"] == "CellTimeout":
-                self._stop_calling(name, "in a check", seconds)
+                self._stop_calling(name, self._checking(), seconds)
                 raise TimeoutError(self.stopped[name])
             raise _exception(error, seconds)
         try:

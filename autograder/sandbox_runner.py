@@ -6,7 +6,7 @@ socket FD with `wire` messages:
 
   grader -> {"op": "run", "cells": [[id, source], ...], "cell_timeout": s,
              "cell_timeouts": {id: s}, "stopping_cells": [id, ...], "stopped": {function: reason},
-             "limits": {...}}
+             "places": {id: where the cell is, in words}, "limits": {...}}
   runner -> {"op": "cell", "id": id, "stdout": text, "stderr": text,
              "error": {"ename", "evalue", "mro", "function"} or null,
              "seconds": s, "cpu_seconds": s}  (one per cell)
@@ -197,6 +197,7 @@ def main(fd):
         stopped[name] = stop_calling(name, reason)
     timeouts = request.get("cell_timeouts", {})
     stopping_cells = set(request.get("stopping_cells", []))
+    places = request.get("places", {})
     for cell_id, source in request["cells"]:
         started, cpu = time.monotonic(), time.process_time()
         try:
@@ -207,7 +208,7 @@ def main(fd):
             out = err = CappedOutput([0])
             error = raised
         if cell_id in stopping_cells:
-            note_timeout(error, "in a cell")
+            note_timeout(error, f"in {places.get(cell_id, 'a cell')}")
         for name, stand_in in stopped.items():  # a cell that defines it again does not revive it
             shell.user_ns[name] = stand_in
         wire.send(writer, {"op": "cell", "id": cell_id, "stdout": out.text(), "stderr": err.text(),

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .course import ROOT
+from .course import current
 from .grade import _secret_key
 
 
@@ -29,7 +29,8 @@ class SlurmError(RuntimeError):
 def scripts(submissions, out, shards, grade_args):
     """(script of the shards, script of the merge) for the job array and the merge job."""
     python = shlex.quote(sys.executable)
-    head = f"#!/bin/sh\n# Written by `python -m autograder slurm`.\nset -e\ncd {shlex.quote(str(ROOT))}\n"
+    head = (f"#!/bin/sh\n# Written by `python -m autograder slurm`.\nset -e\ncd {shlex.quote(str(current().root))}\n"
+            f"export AUTOGRADER_COURSE={shlex.quote(str(current().file))}\n")
     # One grading worker per CPU that Slurm gave the task, unless the instructor said otherwise.
     workers = [] if any(a.split("=")[0] == "--workers" for a in grade_args) else \
         ["--workers", "${SLURM_CPUS_PER_TASK:-1}"]
@@ -55,7 +56,7 @@ def submit(submissions, out, shards, grade_args=(), sbatch_options=(), wait=Fals
     grade_script, merge_script = scripts(submissions, out, shards, grade_args)
     (folder / "grade.sh").write_text(grade_script)
     (folder / "merge.sh").write_text(merge_script)
-    common = ["--parsable", f"--chdir={ROOT}", *sbatch_options]
+    common = ["--parsable", f"--chdir={current().root}", *sbatch_options]
     shards_job = _sbatch([*common, f"--array=1-{shards}", "--job-name=grade",
                           f"--output={folder / 'grade-%a.out'}", str(folder / "grade.sh")])
     array = _job_id(shards_job)

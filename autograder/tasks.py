@@ -1,73 +1,22 @@
 """Which task a check grades, by its title, and where the chapter explains it.
 
-The title comes from the released notebook itself: the heading of the task
-the check cell follows ("## 1. A decoder layer (3 points)" -> "A decoder
-layer"). The chapter section is the one place below (`SECTIONS`): a check
-not listed there links to its chapter's top label. Labels are MyST targets
-`(name)=` of book/<slug>.md (a test checks that each one exists and that
-every check has one); the page's address starts with the site's
-`html.baseurl` from _config.yml.
+Both come from the course's instructor notebook: the title is the heading of
+the task the check cell follows ("## 1. A decoder layer (3 points)" -> "A
+decoder layer"); the section is the label in the check cell's metadata
+(`"course": {"section": "transformer-decoder-sublayers"}`), a MyST target
+`(name)=` of the chapter (the course file's `book.chapter`); a check cell
+without one links to its chapter's first label. The page's address is the
+course file's `book.url` under the site's `html.baseurl`.
 """
 
 import functools
 import re
 
+import nbformat
 import yaml
 
 from .assignment import grade_id, load
-from .course import ROOT
-
-# check cell (grade_id) -> label of the chapter section that explains it (where the chapter
-# shows the reference function the check compares with)
-SECTIONS = {
-    "rnn_encoder_decoder": {"test_rnn_cell": "rnn-cells", "test_gru_cell": "rnn-cells",
-                            "test_encode": "rnn-encoding", "test_decode_step": "rnn-encoding",
-                            "test_greedy_decode": "rnn-greedy-decoding"},
-    "bahdanau": {"test_bidirectional_encode": "bahdanau-annotations", "test_additive_score": "bahdanau-scores",
-                 "test_masked_softmax": "bahdanau-context", "test_bahdanau_attention": "bahdanau-context",
-                 "test_bahdanau_decode_step": "bahdanau-decoder-step"},
-    "luong": {"test_dot_score": "luong-scores", "test_general_score": "luong-scores",
-              "test_concat_score": "luong-scores", "test_luong_attention": "luong-attention",
-              "test_luong_attention_masks": "luong-attention", "test_predictive_position": "luong-global-local",
-              "test_local_attention": "luong-global-local"},
-    "scaled_dot_product": {"test_softmax": "scaled-dot-product-matrix-form",
-                           "test_attention": "scaled-dot-product-matrix-form",
-                           "test_causal_mask": "scaled-dot-product-masks",
-                           "test_padding_mask": "scaled-dot-product-masks",
-                           "test_attention_masks": "scaled-dot-product-masks"},
-    "multi_head": {"test_split_heads": "multi-head-split-merge", "test_merge_heads": "multi-head-split-merge",
-                   "test_multi_head_attention": "multi-head-equation",
-                   "test_multi_head_attention_masks": "multi-head-masks"},
-    "positional_encoding": {"test_sinusoidal_encoding": "positional-encoding-sinusoidal",
-                            "test_relative_position_matrix": "positional-encoding-relative",
-                            "test_add_positional_encoding": "positional-encoding-adding",
-                            "test_rotary_embedding": "positional-encoding-rope",
-                            "test_rotary_positions": "positional-encoding-rope"},
-    "transformer_encoder": {"test_layer_norm": "transformer-encoder-layer-norm",
-                            "test_position_wise_ffn": "transformer-encoder-ffn",
-                            "test_encoder_layer": "transformer-encoder-layer",
-                            "test_embed": "transformer-encoder-embed",
-                            "test_encoder": "transformer-encoder-stack",
-                            "test_encoder_mask": "transformer-encoder-padding"},
-    "transformer_decoder": {"test_decoder_layer": "transformer-decoder-sublayers",
-                            "test_decoder": "transformer-decoder-memory",
-                            "test_transformer_logits": "transformer-decoder-output",
-                            "test_greedy_decode": "transformer-decoder-greedy",
-                            "test_init_decoder_cache": "transformer-decoder-cache",
-                            "test_decoder_step": "transformer-decoder-cache",
-                            "test_greedy_decode_cache": "transformer-decoder-cache"},
-    "backpropagation": {"test_softmax_backward": "backpropagation-softmax",
-                        "test_scaled_dot_product_attention_backward": "backpropagation-attention",
-                        "test_layer_norm_backward": "backpropagation-layers",
-                        "test_cross_entropy": "backpropagation-cross-entropy",
-                        "test_multi_head_attention_backward": "backpropagation-layers"},
-    "training": {"test_noam_learning_rate": "training-adam", "test_adam_step": "training-adam",
-                 "test_train": "training-loop"},
-    "language_model": {"test_filter_logits": "language-model-decoding",
-                       "test_sample_next": "language-model-decoding",
-                       "test_language_model_step": "language-model-cache",
-                       "test_beam_search": "language-model-beam-search"},
-}
+from .course import current
 
 HEADING = re.compile(r"^#{2,4}\s+(?:\d+[a-z]?\.\s+)?(?P<title>.+?)(?:\s*\([^()]*\bpoints?\b[^()]*\))?\s*$",
                      re.MULTILINE)
@@ -87,23 +36,64 @@ def titles(name):
     return found
 
 
+@functools.cache
+def sections(name):
+    """{grade_id of a check cell: the label of its chapter section} as the check cells'
+    metadata `course.section` of the instructor notebook of `name` gives them."""
+    return {grade_id(cell): cell.metadata["course"]["section"]
+            for cell in nbformat.read(current().notebook(name), as_version=4).cells
+            if cell.metadata.get("nbgrader", {}).get("grade") and "section" in cell.metadata.get("course", {})}
+
+
+def places(name, cells):
+    """{cell id (index in `cells`, a fitted notebook of `name`): where that code cell is, in words
+    for a message}: by the title of the task it belongs to, never by a cell number (numbers count
+    Markdown cells and are shown nowhere). Only the released headings count: a student's own
+    Markdown cannot rename a task."""
+    spec = load(name)
+    released, tasks = {grade_id(c) for c in spec.cells} - {None}, set(titles(name).values())
+    found, task = {}, None
+    for index, cell in enumerate(cells):
+        mine = grade_id(cell) not in released
+        if cell.cell_type == "markdown":
+            task = next((t for t in reversed(HEADING.findall(cell.source)) if t in tasks and not mine), task)
+            continue
+        kind = ("a cell of your own" if mine else "the check cell" if cell.metadata["nbgrader"].get("grade")
+                else "your answer cell" if grade_id(cell) in spec.solutions else "a given cell")
+        found[str(index)] = (f"{kind} {'after' if mine else 'of'} task “{task}”" if task
+                             else f"{kind} before the first task")
+    return found
+
+
 def chapter_labels(name):
-    """The MyST labels `(name)=` of the chapter book/<name>.md, in order."""
-    return LABEL.findall((ROOT / "book" / f"{name}.md").read_text(encoding="utf-8"))
+    """The MyST labels `(name)=` of the chapter of `name`, in order ([] without a chapter)."""
+    path = current().root / current().chapter.format(slug=name)
+    return LABEL.findall(path.read_text(encoding="utf-8")) if path.is_file() else []
 
 
 def section_label(name, check):
-    return SECTIONS.get(name, {}).get(check) or chapter_labels(name)[0]
+    """The label of the section that explains `check`, or '' when the chapter has none."""
+    return sections(name).get(check) or next(iter(chapter_labels(name)), "")
 
 
 @functools.cache
 def base_url():
-    """The site's address (`html.baseurl` of _config.yml), ending with '/', or '' if unset."""
-    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8")) or {}
+    """The site's address (`html.baseurl` of the course's site config), ending with '/', or ''."""
+    path = current().book_config
+    config = (yaml.safe_load(path.read_text(encoding="utf-8")) if path and path.is_file() else None) or {}
     url = str((config.get("html") or {}).get("baseurl") or "")
     return url if not url or url.endswith("/") else url + "/"
 
 
+def placeholder_base_url():
+    """Whether the site's address is still the placeholder the course's template ships."""
+    placeholder = current().placeholder_baseurl
+    return bool(placeholder) and base_url().rstrip("/") == placeholder.rstrip("/")
+
+
 def section_url(name, check):
     """The address of the chapter section that explains `check`, or '' without a base URL."""
-    return f"{base_url()}book/{name}.html#{section_label(name, check)}" if base_url() else ""
+    if not base_url():
+        return ""
+    label = section_label(name, check)
+    return f"{base_url()}{current().chapter_url.format(slug=name)}" + (f"#{label}" if label else "")

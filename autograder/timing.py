@@ -2,12 +2,12 @@
 
 `python -m autograder release` runs each assignment as a correct student
 would hand it in (the released notebook with the instructor's solution
-cells, which call the reference in solutions/), in the grader's runner, and
+cells, which call the course's reference), in the grader's runner, and
 times every code cell (by nbgrader grade_id) and every call the hidden
 checks make (by function name, the slowest call), in CPU seconds, which
 measure the work whatever else the machine is doing. The medians of RUNS runs
-go to autograder/source/<slug>/timing.json, beside the instructor notebook
-(not into exercises/, which a test byte-compares against a fresh release:
+go to <source>/<slug>/timing.json, beside the instructor notebook
+(not into the exercises, which a test byte-compares against a fresh release:
 these figures depend on the machine).
 
 Grading gives each cell and each call `factor ×` the reference's time on
@@ -29,8 +29,7 @@ import statistics
 import nbformat
 
 from . import assignment as assignments_
-from .checks import harness
-from .course import SOURCE
+from .course import current
 from .sandbox import Limits, Sandbox, Timeouts
 
 RUNS = 3  # measurements per assignment; the median of each figure is kept
@@ -44,7 +43,7 @@ class MeasurementError(RuntimeError):
 
 
 def path(name):
-    return SOURCE / name / "timing.json"
+    return current().source / name / "timing.json"
 
 
 def load(name):
@@ -60,7 +59,7 @@ def reference_cells(name):
     """[(grade_id, source)] of the code cells a correct submission runs: the released
     notebook with the instructor's solution cells (which call the reference)."""
     spec = assignments_.load(name)
-    source = nbformat.read(SOURCE / name / f"{name}.ipynb", as_version=4)
+    source = nbformat.read(current().notebook(name), as_version=4)
     solutions = {assignments_.grade_id(c): c.source for c in source.cells
                  if assignments_.grade_id(c) in spec.solutions}
     return [(assignments_.grade_id(c), solutions.get(assignments_.grade_id(c), c.source))
@@ -70,9 +69,11 @@ def reference_cells(name):
 def measure_once(name):
     """One run of the reference: ({grade_id: seconds}, {function: slowest call's seconds})."""
     spec = assignments_.load(name)
-    # The reference package is not inside the sandbox: this runner runs unisolated (our own code).
-    with Sandbox(reference_cells(name), Limits(), isolate=False) as sandbox:
-        outputs = sandbox.run()
+    # The reference package is not inside the sandbox: this runner runs unisolated (our own code),
+    # with the course's folder on its path, where the course's packages are.
+    path_cell = ("course-path", f"import sys\nsys.path.insert(0, {str(current().root)!r})")
+    with Sandbox([path_cell, *reference_cells(name)], Limits(), isolate=False) as sandbox:
+        outputs = [o for o in sandbox.run() if o["id"] != path_cell[0]]
         failed = [o["id"] for o in outputs if o["error"] is not None]
         for test in spec.tests:
             try:
@@ -87,7 +88,6 @@ def measure_once(name):
 
 def measure(name, runs=RUNS):
     """The median over `runs` runs of each cell's and each function's time."""
-    harness.SECRET = None  # the checks' reproducible inputs (no grading secret)
     cells, calls = zip(*(measure_once(name) for _ in range(runs)))
     return {"note": NOTE,
             "cells": {k: round(statistics.median(run[k] for run in cells), 4) for k in cells[0]},

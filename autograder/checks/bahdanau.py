@@ -17,8 +17,8 @@ import numpy as np
 from solutions import bahdanau as reference
 from solutions.rnn_encoder_decoder import encode, gru_cell, rnn_cell
 
-from .checking import check, check_close, check_shape
-from .harness import call, seeded
+from autograder.checking import check, check_close, check_shape
+from autograder.harness import call, seeded
 from .rnn_encoder_decoder import cell_params
 
 SEED = 20140901  # "Neural machine translation by jointly learning to align and translate", arXiv v1

@@ -17,8 +17,8 @@ from solutions import language_model as reference
 from solutions.training import init_transformer
 from solutions.transformer_decoder import greedy_decode
 
-from .checking import check, check_shape
-from .harness import call, seeded
+from autograder.checking import check, check_shape
+from autograder.harness import call, seeded
 
 SEED = 19042751  # arXiv 1904.09751, Holtzman et al., "The curious case of neural text degeneration"
 

@@ -19,8 +19,8 @@ import numpy as np
 
 from solutions import positional_encoding as reference
 
-from .checking import CheckFailed, check, check_close, check_shape
-from .harness import call, seeded
+from autograder.checking import CheckFailed, check, check_close, check_shape
+from autograder.harness import call, seeded
 
 SEED = 20210420  # the day RoFormer (Su et al.) appeared on arXiv
 

@@ -25,8 +25,8 @@ import numpy as np
 
 from solutions import rnn_encoder_decoder as reference
 
-from .checking import check, check_close, check_shape
-from .harness import blame, call, quietly, seeded, students_own
+from autograder.checking import check, check_close, check_shape
+from autograder.harness import blame, call, quietly, seeded, students_own
 
 SEED = 20140603  # Cho et al.'s "Learning phrase representations..." appeared on arXiv
 

@@ -13,8 +13,8 @@ import numpy as np
 
 from solutions import scaled_dot_product as reference
 
-from .checking import check, check_close, check_shape
-from .harness import call, seeded
+from autograder.checking import check, check_close, check_shape
+from autograder.harness import call, seeded
 
 SEED = 20170612  # the day "Attention is all you need" appeared on arXiv
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from solutions import training as reference
 
-from .checking import check
-from .harness import blame, call, quietly, seeded
+from autograder.checking import check
+from autograder.harness import blame, call, quietly, seeded
 
 SEED = 14126980  # arXiv 1412.6980, Kingma & Ba, "Adam"
 

@@ -14,7 +14,7 @@ from benchmarks.batch import write_batch
 from tests.autograder.grading import SLUG, details, grades, run_grader
 from tests.autograder.slurm_cluster import single_node_slurm
 
-CLUSTER = course.AUTOGRADER / "cluster"
+CLUSTER = course.ENGINE / "cluster"
 
 
 def test_slurm_grades_a_batch_in_shards_as_one_grade_does(tmp_path):

@@ -121,7 +121,7 @@ def test_summary_shows_who_was_late_and_by_how_much(late_batch):
     out, _ = late_batch
     page = (out / "summary.html").read_text()
     late_part = page[page.index("<h2>Late ("):page.index("<h2>No submission time")]
-    assert "<h2>Late (3)</h2>" in page
+    assert "<h2>Late (3 submissions of 3 students)</h2>" in page
     for student, by in (("two-days", "1 day 2 h"), ("very-late", "30 days"), ("lmsstudent", "30 min")):
         assert student in late_part and by in late_part
     assert "on-time" not in late_part and "extended" not in late_part

@@ -40,7 +40,7 @@ def out(tmp_path):
 def test_canvas_gets_its_own_export_back_with_the_assignments_filled(out, tmp_path):
     target = tmp_path / "canvas.csv"
     process = run_grader("export", out, "--to", "canvas", "--output", target,
-                         "--roster", FIXTURES / "canvas_gradebook.csv")
+                         "--roster", FIXTURES / "canvas_gradebook.csv", "--allow-unmatched")
     assert process.returncode == 0, process.stderr
     rows = read(target)
     # the identity columns Canvas needs; bahdanau is new (Canvas creates it), the existing
@@ -52,7 +52,63 @@ def test_canvas_gets_its_own_export_back_with_the_assignments_filled(out, tmp_pa
     assert by_login == {"ben.bitdiddle": ["8", "10"], "alyssa.hacker": ["", "6.3"],
                         "louis.reasoner": ["", ""], "6f1c7e2a9b3d4c5e": ["", ""]}
     assert rows[2][:3] == ["Bitdiddle, Ben", "4401", "20261001"]
-    assert "cy.dropped" in process.stderr  # a result with no roster row is listed
+    assert "1 student has a result but no row in the roster (left out): cy.dropped" in process.stderr  # listed, as allowed
+
+
+def test_a_result_without_a_roster_row_fails_the_export_naming_the_student(out, tmp_path):
+    target = tmp_path / "canvas.csv"
+    process = run_grader("export", out, "--to", "canvas", "--output", target,
+                         "--roster", FIXTURES / "canvas_gradebook.csv")
+    assert process.returncode == 1 and "cy.dropped" in process.stderr and "usage" not in process.stderr
+    assert "'SIS Login ID' (e.g. 'ben.bitdiddle')" in process.stderr and "--allow-unmatched" in process.stderr
+    assert not target.exists()  # nothing half-done to import
+    with pytest.raises(export.Refused, match="cy.dropped"):
+        export.export(out, "blackboard", target, FIXTURES / "blackboard_grade_center.xls")
+    assert not target.exists()
+
+
+def test_ids_are_matched_ignoring_case_when_that_is_unambiguous(tmp_path):
+    target = tmp_path / "canvas.csv"
+    export.export(out_with(tmp_path, [("Ben.Bitdiddle", SLUG, 9, 10, "graded")]), "canvas", target,
+                  FIXTURES / "canvas_gradebook.csv")
+    assert {row[3]: row[-1] for row in read(target)[2:]}["ben.bitdiddle"] == "9"
+    twins = out_with(tmp_path / "twins", [("Ben.Bitdiddle", SLUG, 9, 10, "graded"), ("BEN.BITDIDDLE", SLUG, 1, 10, "graded")])
+    with pytest.raises(export.Refused, match="BEN.BITDIDDLE, Ben.Bitdiddle"):
+        export.export(twins, "canvas", target, FIXTURES / "canvas_gradebook.csv")
+
+
+def canvas_roster(tmp_path, points):
+    """The Canvas fixture with the points possible of scaled_dot_product set to `points`."""
+    text = (FIXTURES / "canvas_gradebook.csv").read_text(encoding="utf-8-sig")
+    path = tmp_path / "canvas_roster.csv"
+    path.write_text(text.replace("Points Possible,,,,,5.00,10.00,", f"Points Possible,,,,,5.00,{points},"))
+    return path
+
+
+def test_points_possible_that_differ_from_ours_fail_the_export_unless_rescaled(tmp_path):
+    # a 16-point assignment, a Canvas column of 100 points: 16 would be 16 %, not full marks
+    out = out_with(tmp_path, [("ben.bitdiddle", SLUG, 16, 16, "graded"), ("alyssa.hacker", SLUG, 6, 16, "graded")])
+    target, roster = tmp_path / "canvas.csv", canvas_roster(tmp_path, "100.00")
+    process = run_grader("export", out, "--to", "canvas", "--output", target, "--roster", roster)
+    assert process.returncode == 1 and not target.exists()
+    assert "scaled_dot_product has 100 in the roster, 16 here" in process.stderr and "--rescale" in process.stderr
+    process = run_grader("export", out, "--to", "canvas", "--output", target, "--roster", roster, "--rescale")
+    assert process.returncode == 0, process.stderr
+    rows = read(target)
+    assert rows[1][-1] == "100.00"  # the column keeps its points
+    assert {row[3]: row[-1] for row in rows[2:]} == {"ben.bitdiddle": "100", "alyssa.hacker": "37.5",
+                                                      "louis.reasoner": "", "6f1c7e2a9b3d4c5e": ""}
+    assert "rescaled" in process.stderr
+    export.export(out, "canvas", target, canvas_roster(tmp_path, "16"))  # the same points: no question
+
+
+def test_blackboard_points_are_checked_against_the_grade_center_column(tmp_path):
+    out = out_with(tmp_path, [("ben.bitdiddle", SLUG, 16, 16, "graded")])
+    target = tmp_path / "upload.csv"
+    with pytest.raises(export.Refused, match="scaled_dot_product has 10 in the roster, 16 here"):
+        export.export(out, "blackboard", target, FIXTURES / "blackboard_grade_center.xls")
+    export.export(out, "blackboard", target, FIXTURES / "blackboard_grade_center.xls", rescale=True)
+    assert read(target)[1] == ["ben.bitdiddle", "10"]
 
 
 def test_canvas_needs_its_roster_and_the_match_column(out, tmp_path):
@@ -81,6 +137,27 @@ def test_moodle_gets_email_and_one_column_per_assignment(tmp_path):
     assert [row[0] for row in read(target)] == ["email", "ben.bitdiddle@example.edu", "louis.reasoner@example.edu"]
 
 
+def test_moodle_with_ids_that_are_not_email_addresses_fails_and_says_what_they_must_be(out, tmp_path):
+    target = tmp_path / "moodle.csv"
+    process = run_grader("export", out, "--to", "moodle", "--output", target, "--roster", FIXTURES / "moodle_grades.csv")
+    assert process.returncode == 1 and not target.exists()
+    assert "4 students" not in process.stderr  # three students, each named
+    assert "3 students have a result but no row in the roster: alyssa.hacker, ben.bitdiddle, cy.dropped" in process.stderr
+    assert "'Email address' (e.g. 'ben.bitdiddle@example.edu')" in process.stderr
+    process = run_grader("export", out, "--to", "moodle", "--output", target)  # no roster: Moodle would not match
+    assert process.returncode == 1 and "e-mail address" in process.stderr and "alyssa.hacker" in process.stderr
+    export.export(out, "moodle", target, match_column="username")  # Moodle's username field: fine
+    assert read(target)[0] == ["username", "bahdanau", SLUG] and len(read(target)) == 4
+
+
+def test_moodle_says_which_maximum_each_grade_item_needs(tmp_path):
+    out = out_with(tmp_path, [("ben.bitdiddle@example.edu", SLUG, 16, 16, "graded")])
+    said = []
+    export.export(out, "moodle", tmp_path / "moodle.csv", log=said.append)
+    assert said == ["Moodle imports the scores as they are: each grade item's maximum grade must be the "
+                    "assignment's (scaled_dot_product 16)"]
+
+
 def test_blackboard_upload_has_username_and_total_points_columns(out, tmp_path):
     target = tmp_path / "blackboard.csv"
     export.export(out, "blackboard", target)
@@ -88,7 +165,7 @@ def test_blackboard_upload_has_username_and_total_points_columns(out, tmp_path):
     assert text.splitlines()[0] == '"Username","bahdanau [Total Pts: 10]","scaled_dot_product [Total Pts: 10]"'
     assert '"ben.bitdiddle","8","10"' in text.splitlines()
     # with the Grade Center's own download (UTF-16, tab-delimited) the existing column keeps its id
-    export.export(out, "blackboard", target, FIXTURES / "blackboard_grade_center.xls")
+    export.export(out, "blackboard", target, FIXTURES / "blackboard_grade_center.xls", allow_unmatched=True)
     rows = read(target)
     assert rows[0] == ["Username", "bahdanau [Total Pts: 10]", "scaled_dot_product [Total Pts: 10 Score] |50304"]
     assert rows[1:] == [["ben.bitdiddle", "8", "10"], ["alyssa.hacker", "", "6.3"], ["louis.reasoner", "", ""]]

@@ -10,7 +10,7 @@ import zipfile
 import pytest
 
 from autograder import course, grade
-from autograder.checks import harness
+from autograder import harness
 from tests.autograder.grading import SLUG, grades, implementations, max_score, run_grader, write
 from tests.conftest import submission
 
@@ -168,4 +168,4 @@ def test_without_bubblewrap_grading_stops_with_a_clear_message(tmp_path):
 
 def test_grading_leaves_no_secret_behind(batch, serial):
     """The checks' secret is the grader's for one submission at a time; afterwards, none."""
-    assert harness.SECRET is None
+    assert harness.current_secret() is None

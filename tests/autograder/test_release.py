@@ -7,7 +7,7 @@ import pytest
 
 from autograder import course
 from autograder.release import (
-    HELPERS_CELL, ReleaseError, release, stamp_given_cells, sync_check_helpers, sync_done_cell)
+    CHECK_HELPERS, HELPERS_CELL, ReleaseError, release, stamp_given_cells, sync_check_helpers, sync_done_cell)
 
 SLUGS = course.assignments()
 
@@ -36,7 +36,7 @@ def test_exercises_are_up_to_date(slug, regenerated):
 @pytest.mark.parametrize("slug", SLUGS)
 def test_instructor_helper_cell_is_autograder_checks_checking(slug):
     assert not sync_check_helpers(course.SOURCE / slug / f"{slug}.ipynb"), (
-        "the helper cell differed from autograder/checks/checking.py: it has been synced, commit it")
+        "the helper cell differed from autograder/checking.py: it has been synced, commit it")
 
 
 @pytest.mark.parametrize("slug", SLUGS)
@@ -109,7 +109,7 @@ def test_student_notebook_says_it_is_generated_and_holds_no_solution(slug):
         assert secret not in text
     assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code")
     helpers = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == HELPERS_CELL]
-    assert helpers[0].source == course.CHECK_HELPERS.read_text().rstrip("\n")
+    assert helpers[0].source == CHECK_HELPERS.read_text().rstrip("\n")
 
 
 def validate(path, tmp_path, *flags):

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from playwright.sync_api import sync_playwright
 
-from autograder import grade
+from autograder import grade, similarity
 from autograder.report import FORMULA_START
 from tests.autograder.grading import SLUG, implementations, write
 from tests.book.conftest import CHROMIUM, CHROMIUM_FLAGS
@@ -93,11 +93,12 @@ def hostile_out(tmp_path_factory, tracker):
         bundle.writestr("<script>alert(1)</script>/scaled_dot_product.ipynb", "{}")
     out = tmp_path_factory.mktemp("out")
     grade.grade(archive, out, log=lambda line: None, workers=1)
+    similarity.run(out, SLUG, threshold=0)  # every pair side by side, the hostile code with them
     return out
 
 
 def test_no_csv_cell_is_a_formula(hostile_out):
-    cells = [cell for name in ("grades.csv", "details.csv")
+    cells = [cell for name in ("grades.csv", "details.csv", f"similarity/{SLUG}.csv")
              for row in csv.reader(open(hostile_out / name, newline="")) for cell in row]
     assert not [cell for cell in cells if cell.startswith(FORMULA_START)]
     details = (hostile_out / "details.csv").read_text()
@@ -108,6 +109,8 @@ def test_pages_escape_what_students_wrote(hostile_out):
     page = (hostile_out / "feedback" / "hostile" / f"{SLUG}.html").read_text()
     assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in page
     assert "<script" not in page.lower() and "<img" not in page.lower() and "<iframe" not in page.lower()
+    report = (hostile_out / "similarity" / f"{SLUG}.html").read_text()  # the hostile student's own cell
+    assert "print(&#x27;&lt;script&gt;window.__pwned=1&lt;/script&gt;" in report and "<script" not in report
 
 
 def pages(out):

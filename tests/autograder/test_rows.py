@@ -1,6 +1,7 @@
 """Every notebook found gets a row in grades.csv, with the status that says why it was not graded."""
 
 import os
+import re
 import zipfile
 
 import pytest
@@ -46,6 +47,14 @@ def test_a_notebook_that_cannot_be_read_gets_a_row_saying_why(batch, student, st
 
 def test_the_readable_ones_are_graded_as_usual(batch):
     assert grades(batch)["ada", SLUG]["status"] == "graded"
+
+
+def test_the_summary_links_every_student_to_a_feedback_page_that_exists(batch):
+    page = (batch / "summary.html").read_text()
+    table = page[page.index("<h2>Students</h2>"):]
+    linked = re.findall(r"<a href='(feedback/[^']+)'>", table[:table.index("</table>")])
+    assert sorted(linked) == sorted(f"feedback/{student}/{SLUG}.html" for student, _ in grades(batch))
+    assert all((batch / url).is_file() for url in linked)
 
 
 def test_links_and_oversized_files_in_a_zip_get_rows_too(tmp_path):

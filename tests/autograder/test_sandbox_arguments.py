@@ -11,7 +11,7 @@ import copy
 import numpy as np
 
 from autograder.sandbox import _copy_changes
-from autograder.checks.harness import _unchanged
+from autograder.harness import _unchanged
 
 
 def cache():

@@ -30,11 +30,22 @@ def test_every_linked_section_exists_in_its_chapter(slug):
 
 
 def test_the_section_map_names_every_check_and_only_real_ones():
-    assert set(tasks.SECTIONS) == set(SLUGS)
-    for slug, checks in tasks.SECTIONS.items():
+    for slug in SLUGS:  # the check cells' metadata course.section
+        checks = tasks.sections(slug)
         assert set(checks) == set(tasks.titles(slug)), slug
         assert set(checks.values()) <= set(tasks.chapter_labels(slug)), slug
 
 
 def test_the_base_url_comes_from_the_site_config():
     assert tasks.base_url().startswith("https://") and tasks.base_url().endswith("/")
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_messages_name_each_code_cell_by_its_task_never_by_a_number(slug):
+    released = assignment.load(slug).cells
+    places = tasks.places(slug, list(released))
+    assert set(places) == {str(i) for i, cell in enumerate(released) if cell.cell_type == "code"}
+    for index, check in ((i, assignment.grade_id(c)) for i, c in enumerate(released)
+                         if assignment.grade_id(c) in tasks.titles(slug)):
+        assert places[str(index)] == f"the check cell of task “{tasks.titles(slug)[check]}”"
+    assert not [place for place in places.values() if any(ch.isdigit() for ch in place.split("“")[0])]

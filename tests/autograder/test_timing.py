@@ -1,6 +1,7 @@
 """Time limits that follow the work (autograder/timing.py): derived from the reference's time,
 stored with each assignment, and a function that ran out of time is not called again."""
 
+import re
 import time
 
 import nbformat
@@ -111,6 +112,11 @@ def test_stuck_attention_costs_one_limit_and_loses_only_its_checks(graded_stuck)
         assert first.score == later.score == 0
         assert "scaled_dot_product_attention ran longer than its limit of 2 s" in first.message, first
         assert "is not called again" in later.message, later  # it failed at once, not after its limit
+        assert "in the check cell of task “Scaled dot-product attention”" in later.message, later
+        # the submission's note names the task and the function, not a cell number
+        assert any(note.startswith("scaled_dot_product_attention ran longer than its time limit of 2 s in "
+                                   "the check cell of task “Scaled dot-product attention”")
+                   for note in result.notes), (name, result.notes)
         assert result.seconds["cells"] < 2 * 2 + 3, (name, result.seconds)  # one limit, not two
 
 
@@ -120,7 +126,10 @@ def test_stuck_only_on_hidden_inputs_fails_the_remaining_calls_at_once(graded_st
     checks = {c.name: c for c in result.checks}
     assert result.status == "timeout"
     assert checks["test_attention"].score == 0
-    assert "ran longer than its limit of 2 s in a check" in checks["test_attention"].message
+    assert ("ran longer than its limit of 2 s in a check of task “Scaled dot-product attention”"
+            in checks["test_attention"].message)
+    assert any(note.startswith("scaled_dot_product_attention ran longer than its time limit of 2 s in a check "
+                               "of task “Scaled dot-product attention”") for note in result.notes), result.notes
     assert "is not called again" in checks["test_attention_masks"].message
     assert result.seconds["checks"] < 2 * 2 + 3, result.seconds
 
@@ -129,6 +138,16 @@ def test_a_function_that_ran_too_long_in_the_students_own_cell_keeps_its_points(
     results, _ = graded_stuck
     result = results["submitted-correct-own-cell-too-long"]
     assert result.status == "timeout" and result.score == result.max_score, result
+    assert any("a cell of your own after task “Attention with masks”" in note for note in result.notes), result
+
+
+def test_no_time_limit_message_names_a_cell_by_its_number(graded_stuck):
+    """Cell numbers count Markdown cells and are shown nowhere: a message names the task."""
+    results, _ = graded_stuck
+    for result in results.values():
+        messages = result.notes + [check.message for check in result.checks]
+        assert not [m for m in messages if re.search(r"\bcell \d", m)], result.student_id
+        assert all("task “" in note for note in result.notes if "time limit" in note), result.notes
 
 
 def test_four_stuck_submissions_grade_in_seconds_not_minutes(graded_stuck):

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from autograder import course
-from autograder.checks import harness
-from autograder.checks.checking import CheckFailed
+from autograder import harness
+from autograder.checking import CheckFailed
 
 
 def modules(slug):
@@ -41,17 +41,17 @@ def test_every_assignment_has_checks_and_implementations():
 
 
 @pytest.fixture(params=[None, 1, 2 ** 63 - 25], ids=["no-secret", "secret-1", "secret-2"])
-def secret(request, monkeypatch):
+def secret(request):
     """The checks' inputs as in a notebook (no secret) and as the grader draws them (secrets)."""
-    monkeypatch.setattr(harness, "SECRET", request.param)
-    return request.param
+    with harness.secret(request.param):
+        yield request.param
 
 
-def test_the_secret_changes_the_inputs_of_the_checks(monkeypatch):
+def test_the_secret_changes_the_inputs_of_the_checks():
     draws = []
     for secret in (None, 1, 2):
-        monkeypatch.setattr(harness, "SECRET", secret)
-        draws.append(harness.seeded(7).normal(size=3))
+        with harness.secret(secret):
+            draws.append(harness.seeded(7).normal(size=3))
     assert not any(np.allclose(a, b) for i, a in enumerate(draws) for b in draws[i + 1:])
 
 

@@ -6,6 +6,7 @@ that would show hidden test code in the feedback.
 """
 
 import contextlib
+import contextvars
 import copy
 import io
 import warnings
@@ -14,15 +15,32 @@ import numpy as np
 
 from .checking import CheckFailed
 
-# The grader sets a secret number per submission so that the inputs of the
-# checks cannot be known, or computed, in advance. Without it (a check run in
-# a notebook, by plain nbgrader or in the tests) the inputs are reproducible.
-SECRET = None
+# The grader passes a secret number per submission to the checks it runs
+# (`with secret(number): ...`), so that their inputs cannot be known, or
+# computed, in advance. Without one (a check run in a notebook, by plain
+# nbgrader or in the tests) the inputs are reproducible.
+_SECRET = contextvars.ContextVar("secret", default=None)
+
+
+@contextlib.contextmanager
+def secret(number):
+    """Run the checks of the `with` block on inputs drawn with the secret `number` (None: none)."""
+    token = _SECRET.set(number)
+    try:
+        yield
+    finally:
+        _SECRET.reset(token)
+
+
+def current_secret():
+    """The secret of the checks running now, or None."""
+    return _SECRET.get()
 
 
 def seeded(seed):
-    """The random generator of a check's inputs: ``seed`` mixed with the grader's SECRET."""
-    return np.random.default_rng(seed if SECRET is None else [seed, SECRET])
+    """The random generator of a check's inputs: ``seed`` mixed with the grader's secret."""
+    number = _SECRET.get()
+    return np.random.default_rng(seed if number is None else [seed, number])
 
 
 def call(function, *args, on, **kwargs):

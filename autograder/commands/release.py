@@ -1,0 +1,29 @@
+"""`python -m autograder release [NAME ...] [--no-timing]`."""
+
+from .. import release as releasing
+from .. import timing
+from ..course import assignments
+
+
+def add(commands):
+    parser = commands.add_parser(
+        "release", help="regenerate the exercises from the instructor notebooks (the course file's "
+                        "`source`), and measure the reference's times on them")
+    parser.add_argument("assignments", nargs="*", metavar="NAME", help="default: every assignment")
+    parser.add_argument("--no-timing", action="store_true",
+                        help="keep the reference's times as they are (<source>/<name>/timing.json, "
+                             "from which grading derives its time limits)")
+    return parser
+
+
+def run(args, parser):
+    unknown = sorted(set(args.assignments) - set(assignments()))
+    if unknown:
+        parser.error(f"not an assignment of this course: {', '.join(unknown)} "
+                     f"(one of: {', '.join(assignments())})")
+    for path in releasing.release(names=args.assignments or None):
+        print(f"wrote {path}")
+    if not args.no_timing:
+        for name in args.assignments or assignments():
+            print(f"wrote {timing.write(name)}")
+    return 0

@@ -1,0 +1,73 @@
+"""The instructor's summary: every student with their scores and links, counts in words, integer axes."""
+
+import html
+import re
+from datetime import datetime, timezone
+
+from autograder import deadlines, report
+from autograder.grade import Check, Result
+
+DUE = datetime(2026, 3, 1, 23, 59, tzinfo=timezone.utc)
+
+
+def result(student, assignment, points, status="graded", submitted_at=""):
+    """A result of two checks: `points` of 4 in the first, 6 of 6 in the second."""
+    return Result(student, assignment, status, [Check("test_a", points, 4.0, "wrong" * (points < 4)),
+                                                Check("test_b", 6.0, 6.0)], submitted_at=submitted_at)
+
+
+def links(page):
+    """{href: text} of the page's links."""
+    return {html.unescape(href): text for href, text in re.findall(r"<a href='([^']*)'>([^<]*)</a>", page)}
+
+
+def test_summary_lists_every_student_with_scores_linked_to_their_feedback():
+    results = [result("ada", "luong", 4), result("ada", "bahdanau", 1), result("bob", "luong", 0, "timeout"),
+               result("c+d@example.edu", "bahdanau", 2)]
+    page = report.summary_html(results)
+    table = page[page.index("<h2>Students</h2>"):]
+    table = table[:table.index("</table>")]
+    assert table.count("<tr>") == 4  # the header and one row per student
+    assert links(table) == {"feedback/ada/luong.html": "10 / 10", "feedback/ada/bahdanau.html": "7 / 10",
+                            "feedback/bob/luong.html": "6 / 10",
+                            "feedback/c%2Bd%40example.edu/bahdanau.html": "8 / 10"}
+    assert "6 / 10</a> (timeout)" in table  # not simply graded: said beside the score
+    bob = table[table.index("<tr><td>bob</td>"):]
+    assert "<td></td>" in bob[:bob.index("</tr>")]  # no bahdanau from bob: an empty cell
+
+
+def test_the_students_table_shows_the_score_after_the_late_penalty():
+    policy = deadlines.Policy(DUE, penalty=0.25)
+    page = report.summary_html([result("ada", "luong", 4, submitted_at="2026-03-02T10:00:00+00:00")], policy)
+    assert links(page)["feedback/ada/luong.html"] == "7.5 / 10"
+
+
+def test_counts_are_said_in_words_one_student_not_one_students():
+    page = report.summary_html([result("ada", "luong", 4)])
+    assert "<p>1 submission of 1 student.</p>" in page
+    page = report.summary_html([result("ada", "luong", 4), result("bob", "luong", 4)])
+    assert "<p>2 submissions of 2 students.</p>" in page
+
+
+def test_late_counts_submissions_and_students_apart():
+    late = "2026-03-03T10:00:00+00:00"
+    results = [result("ada", "luong", 4, submitted_at=late), result("ada", "bahdanau", 4, submitted_at=late),
+               result("bob", "luong", 4, submitted_at="2026-03-01T10:00:00+00:00")]
+    page = report.summary_html(results, deadlines.Policy(DUE, extensions={"bob": DUE}))
+    assert "<h2>Late (2 submissions of 1 student)</h2>" in page and "(1 extension);" in page
+
+
+def test_score_histograms_have_whole_number_ticks(monkeypatch):
+    ticks = []
+
+    def record(figure):
+        axes = figure.axes[0]
+        ticks.append((list(axes.get_xticks()), list(axes.get_yticks())))
+        return "<svg></svg>"
+
+    monkeypatch.setattr(report, "_svg", record)
+    report._histogram([0.5, 2, 3, 3], 3, "tiny")  # a range small enough for matplotlib's half steps
+    report._histogram([7, 7.5, 16], 16, "wide")
+    for x, y in ticks:
+        assert x and all(float(t).is_integer() for t in x), x
+        assert all(float(t).is_integer() for t in y), y
