@@ -2,8 +2,9 @@
 
 A message is a JSON header followed by binary blobs, each frame preceded by
 its length. Values are None, booleans, numbers, strings, lists, tuples,
-dicts with string keys and NumPy arrays of numbers or booleans (sent as
-``.npy`` without pickle). Anything else travels as an `Unsupported` marker
+dicts with string keys, NumPy arrays of numbers or booleans (sent as
+``.npy`` without pickle) and NumPy random generators of the default kind
+(PCG64, sent as the numbers of their state). Anything else travels as an `Unsupported` marker
 naming its type. Nothing received is unpickled or executed, and every size
 is capped, so a hostile sender can make a message fail to decode but never
 make the receiver run its code or run out of memory.
@@ -70,6 +71,10 @@ def encode(value):
             return {type(x).__name__: [walk(item, depth + 1) for item in x]}
         if isinstance(x, dict) and type(x) is dict and all(isinstance(k, str) for k in x):
             return {"dict": [[key[:MAX_STRING], walk(item, depth + 1)] for key, item in x.items()]}
+        if type(x) is np.random.Generator and type(x.bit_generator) is np.random.PCG64:
+            state = x.bit_generator.state
+            return {"generator": [str(state["state"]["state"]), str(state["state"]["inc"]),
+                                  int(state["has_uint32"]), int(state["uinteger"])]}
         return {"unsupported": type(x).__name__}
 
     return walk(value, 0), blobs
@@ -112,11 +117,29 @@ def decode(tree, blobs):
                     raise WireError("malformed dict")
                 pairs[pair[0]] = walk(pair[1], depth + 1)
             return pairs
+        if tag == "generator":
+            return _generator(body)
         if tag == "unsupported" and isinstance(body, str):
             return Unsupported(body)
         raise WireError(f"unknown tag {tag!r}")
 
     return walk(tree, 0)
+
+
+def _generator(body):
+    """A PCG64 generator in the state `body` = [state, inc, has_uint32, uinteger] (decimal strings, ints)."""
+    if not (isinstance(body, list) and len(body) == 4
+            and all(isinstance(n, str) and n.isdigit() and len(n) <= 40 for n in body[:2])
+            and all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2 ** 32 for n in body[2:])):
+        raise WireError("malformed random generator")
+    generator = np.random.Generator(np.random.PCG64())
+    try:
+        generator.bit_generator.state = {
+            "bit_generator": "PCG64", "state": {"state": int(body[0]), "inc": int(body[1])},
+            "has_uint32": body[2], "uinteger": body[3]}
+    except (ValueError, TypeError, OverflowError) as error:
+        raise WireError(f"malformed random generator ({error})") from None
+    return generator
 
 
 def _array(blobs, index):

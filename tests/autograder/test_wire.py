@@ -38,6 +38,23 @@ def test_anything_else_arrives_as_an_unsupported_marker():
     assert type(back[2]) is np.ndarray  # a subclass travels as its data, without its methods
 
 
+def test_a_random_generator_arrives_in_its_state():
+    rng = np.random.default_rng(3)
+    rng.random(5)
+    back = round_trip({"rng": rng})["rng"]
+    assert type(back) is np.random.Generator and back is not rng
+    assert np.array_equal(back.random(4), rng.random(4))
+    other = np.random.Generator(np.random.MT19937(0))   # not the default kind: not sent
+    assert isinstance(round_trip(other), wire.Unsupported)
+
+
+@pytest.mark.parametrize("body", [["1", "2", 0], ["x", "2", 0, 0], ["1", "2", -1, 0],
+                                  ["1" * 50, "2", 0, 0], "12"])
+def test_a_malformed_generator_is_refused(body):
+    with pytest.raises(wire.WireError, match="generator"):
+        wire.decode({"generator": body}, [])
+
+
 def test_a_pickled_array_is_refused():
     buffer = io.BytesIO()
     np.save(buffer, np.array([{"a": 1}], dtype=object), allow_pickle=True)

@@ -103,10 +103,15 @@ def test_bibliography_lists_every_paper_with_a_doi_or_arxiv_id(site):
     text = " ".join(entry.get_text(" ", strip=True) for entry in entries)
     for author in ("Bahdanau", "Luong", "Vaswani", "Cho", "Sutskever", "Jianlin Su"):
         assert author in text, author
+    # A technical report with neither (GPT, GPT-2) links to where its publisher keeps it.
+    reports = len(re.findall(r"^@techreport\{", (course.ROOT / "book" / "references.bib").read_text(), re.M))
+    without = []
     for entry in entries:
         links = [a["href"] for a in entry.find_all("a", href=True)]
-        assert any(href.startswith(("https://doi.org/", "https://arxiv.org/abs/")) for href in links), \
-            entry.get_text(" ", strip=True)
+        if not any(href.startswith(("https://doi.org/", "https://arxiv.org/abs/")) for href in links):
+            without.append(entry.get_text(" ", strip=True))
+            assert any(href.startswith("https://") for href in links), without[-1]
+    assert len(without) <= reports, without
 
 
 def test_the_notation_page_is_linked_from_the_introduction(site):

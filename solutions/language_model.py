@@ -1,0 +1,402 @@
+"""A decoder-only Transformer (Radford et al. 2018, 2019) and how it writes.
+
+The model keeps the decoder's masked self-attention and drops the encoder and
+the attention over it: the embedding of the encoder chapter (``embed``), a
+stack of **pre-LN** blocks under the causal mask (Radford et al. 2019; Xiong
+et al. 2020), a final layer norm and the tied output projection ``@ E.T``.
+Its gradients come from the backward functions of the backpropagation
+chapter, its training from ``adam_step``. Writing with it: the key/value
+cache, the filters of sampling (temperature, top-k, nucleus; Holtzman et al.
+2020), and beam search with the length penalty of Wu et al. (2016) for the
+encoder-decoder of the decoder chapter.
+"""
+
+import math
+
+import numpy as np
+
+from .backpropagation import (
+    cross_entropy, layer_norm_backward, multi_head_attention_backward,
+    position_wise_ffn_backward)
+from .multi_head import multi_head_attention
+from .positional_encoding import sinusoidal_encoding_at
+from .scaled_dot_product import causal_mask, softmax
+from .training import (
+    _encoder_backward, _encoder_forward, adam_step, init_transformer, noam_learning_rate)
+from .transformer_decoder import _attend, _heads, decoder_step, init_decoder_cache
+from .transformer_encoder import embed, encoder, layer_norm, position_wise_ffn
+
+
+# -- the model ---------------------------------------------------------------------
+
+def init_language_model(vocab_size, d_model, d_ff, num_layers, seed=0):
+    """Random parameters for ``language_model_logits``, drawn as ``init_transformer`` draws them.
+
+    ``{"embedding": (V, d_model), "layers": [{"norm1", "self_attn", "norm2",
+    "ffn"}, ...], "final_norm": {"gamma", "beta"}}``: a block has the keys of
+    an encoder layer, so the blocks are ``init_transformer``'s encoder layers
+    (Glorot-uniform weights, zero biases, ``gamma`` 1, ``beta`` 0, embedding
+    normal with standard deviation ``d_model^(−1/2)``). Same seed, same model.
+    """
+    transformer = init_transformer(vocab_size, d_model, d_ff, num_layers, seed=seed)
+    return {"embedding": transformer["embedding"], "layers": transformer["encoder_layers"],
+            "final_norm": {"gamma": np.ones(d_model), "beta": np.zeros(d_model)}}
+
+
+def language_model_block(X, params, num_heads, mask=None):
+    """One pre-LN block: ``X ← X + MHA(LN1(X))``, then ``X ← X + FFN(LN2(X))``.
+
+    The layer norm moves from after the residual sum (post-LN, the 2017 paper)
+    to the input of each sub-layer: the residual path from the embedding to
+    the output is then a plain sum, untouched by any normalisation.
+    """
+    normed = layer_norm(X, **params["norm1"])
+    attended, _ = multi_head_attention(normed, normed, normed, params["self_attn"], num_heads, mask)
+    X = X + attended
+    return X + position_wise_ffn(layer_norm(X, **params["norm2"]), params["ffn"])
+
+
+def language_model_logits(tokens, params, num_heads):
+    """Next-token logits ``(B, T, V)`` of ``tokens (B, T)``; position ``t`` sees tokens ``0 … t``."""
+    X = embed(tokens, params["embedding"])                       # (B, T, d_model)
+    mask = causal_mask(X.shape[1])
+    for block in params["layers"]:
+        X = language_model_block(X, block, num_heads, mask)
+    return layer_norm(X, **params["final_norm"]) @ params["embedding"].T
+
+
+def language_model_loss_and_grads(tokens, params, num_heads, mask=None, label_smoothing=0.0):
+    """Next-token prediction: ``(loss, grads)`` of the logits of ``tokens[:, :-1]`` on ``tokens[:, 1:]``.
+
+    ``tokens (B, T)``, ``T ≥ 2``; ``mask (B, T)`` is ``True`` at real tokens,
+    and a position is scored when its *next* token is real (``mask[:, 1:]``),
+    as ``tgt_mask`` in training. ``grads`` has exactly the structure of
+    ``params``; the embedding's gradient sums its two uses (input and output).
+    """
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 2 or tokens.shape[1] < 2:
+        raise ValueError(f"tokens must be (B, T) with T >= 2 (an input and its next token), "
+                         f"got shape {tokens.shape}")
+    if mask is not None and np.shape(mask) != tokens.shape:
+        raise ValueError(f"mask must have the shape of tokens {tokens.shape}, got {np.shape(mask)}")
+    inputs, targets = tokens[:, :-1], tokens[:, 1:]
+    scored = None if mask is None else np.asarray(mask, dtype=bool)[:, 1:]
+    E = params["embedding"]
+    attention_mask = causal_mask(inputs.shape[1])
+
+    # Forward, keeping what each backward function needs: every block's input and middle.
+    X = embed(inputs, E)                                         # (B, T - 1, d_model)
+    records = []
+    for block in params["layers"]:
+        middle = X + multi_head_attention(*[layer_norm(X, **block["norm1"])] * 3, block["self_attn"],
+                                          num_heads, attention_mask)[0]
+        records.append((X, middle))
+        X = middle + position_wise_ffn(layer_norm(middle, **block["norm2"]), block["ffn"])
+    final = layer_norm(X, **params["final_norm"])
+    loss, grad_logits = cross_entropy(final @ E.T, targets, scored, label_smoothing)
+
+    # Backward, last block first: each residual passes its gradient on unchanged.
+    grad_E = np.einsum("btv,btd->vd", grad_logits, final)
+    grad_X, grad_gamma, grad_beta = layer_norm_backward(X, **params["final_norm"],
+                                                        grad_output=grad_logits @ E)
+    grad_layers = [None] * len(records)
+    for i in reversed(range(len(records))):
+        block, (X, middle) = params["layers"][i], records[i]
+        normed2 = layer_norm(middle, **block["norm2"])
+        grad_normed2, grad_ffn = position_wise_ffn_backward(normed2, block["ffn"], grad_X)
+        grad_middle, grad_g2, grad_b2 = layer_norm_backward(middle, **block["norm2"],
+                                                            grad_output=grad_normed2)
+        grad_middle = grad_middle + grad_X                       # the residual
+        normed1 = layer_norm(X, **block["norm1"])
+        grad_Q, grad_K, grad_V, grad_attn = multi_head_attention_backward(
+            normed1, normed1, normed1, block["self_attn"], num_heads, grad_middle, attention_mask)
+        grad_X, grad_g1, grad_b1 = layer_norm_backward(X, **block["norm1"],
+                                                       grad_output=grad_Q + grad_K + grad_V)
+        grad_X = grad_X + grad_middle                            # the residual
+        grad_layers[i] = {"norm1": {"gamma": grad_g1, "beta": grad_b1}, "self_attn": grad_attn,
+                          "norm2": {"gamma": grad_g2, "beta": grad_b2}, "ffn": grad_ffn}
+    np.add.at(grad_E, inputs, math.sqrt(E.shape[1]) * grad_X)    # E[tokens] · √d_model
+    return loss, {"embedding": grad_E, "layers": grad_layers,
+                  "final_norm": {"gamma": grad_gamma, "beta": grad_beta}}
+
+
+def post_ln_loss_and_grads(tokens, params, num_heads, label_smoothing=0.0):
+    """The same loss for the post-LN model of 2017: ``params = {"embedding", "encoder_layers"}``.
+
+    A post-LN decoder-only block is the encoder layer under the causal mask,
+    ``LN(X + MHA(X))`` then ``LN(X + FFN(X))``, so this reuses the forward and
+    backward of the training chapter's encoder; its last layer norm ends the
+    stack (no final norm). For the comparison of the two placements only.
+    """
+    inputs, targets = tokens[:, :-1], tokens[:, 1:]
+    E, mask = params["embedding"], causal_mask(inputs.shape[1])
+    X, records = _encoder_forward(inputs, params, num_heads, mask)
+    loss, grad_logits = cross_entropy(X @ E.T, targets, None, label_smoothing)
+    grad_layers, grad_embedded = _encoder_backward(grad_logits @ E, records, params, num_heads, mask)
+    grad_E = np.einsum("btv,btd->vd", grad_logits, X)
+    np.add.at(grad_E, inputs, math.sqrt(E.shape[1]) * grad_embedded)
+    return loss, {"embedding": grad_E, "encoder_layers": grad_layers}
+
+
+# -- the cache -------------------------------------------------------------------------
+
+def init_language_model_cache(params, batch_size, num_heads):
+    """The empty cache: one dict per block, ``"k"`` and ``"v"`` of shape ``(B, h, 0, d_head)``."""
+    d_model = params["embedding"].shape[1]
+    if d_model % num_heads:
+        raise ValueError(f"d_model = {d_model} is not divisible by num_heads = {num_heads}")
+    empty = np.zeros((batch_size, num_heads, 0, d_model // num_heads))
+    return [{"k": empty, "v": empty.copy()} for _ in params["layers"]]
+
+
+def language_model_step(token, cache, params, num_heads):
+    """``(logits (B, V), new cache)`` for the newest token ``(B,)`` at position ``t = cache[0]["k"].shape[2]``.
+
+    The token alone goes through every block: its key and value (of the
+    normed input, pre-LN) are appended to the block's cache, and it attends
+    to all of them, no mask needed. ``logits`` equals
+    ``language_model_logits(prefix_and_token)[:, t]`` up to rounding; the
+    input cache is not modified. Each step costs ``O(t)`` instead of the
+    ``O(t²)`` of running the whole prefix again.
+    """
+    token = np.asarray(token)
+    E = params["embedding"]
+    V, d_model = E.shape
+    if len(cache) != len(params["layers"]) or not cache:
+        raise ValueError(f"the cache has {len(cache)} layers, the model {len(params['layers'])} "
+                         "(a model without layers has no cache)")
+    B, _, t, _ = cache[0]["k"].shape
+    if token.shape != (B,) or not np.issubdtype(token.dtype, np.integer):
+        raise ValueError(f"token must be an integer array (B,) = ({B},) for a cache of batch {B}, "
+                         f"got {token.dtype} {token.shape}")
+    if token.size and (token.min() < 0 or token.max() >= V):
+        raise ValueError(f"token ids must lie in [0, {V}) for E of shape {E.shape}")
+    x = (E[token] * math.sqrt(d_model) + sinusoidal_encoding_at(t, d_model))[:, None]  # (B, 1, d)
+    new_cache = []
+    for block, kept in zip(params["layers"], cache):
+        attn, normed = block["self_attn"], layer_norm(x, **block["norm1"])
+        k = np.concatenate([kept["k"], _heads(normed, attn, "k", num_heads)], axis=2)  # (B, h, t+1, d_head)
+        v = np.concatenate([kept["v"], _heads(normed, attn, "v", num_heads)], axis=2)
+        x = x + _attend(normed, attn, k, v, num_heads)
+        x = x + position_wise_ffn(layer_norm(x, **block["norm2"]), block["ffn"])
+        new_cache.append({"k": k, "v": v})
+    return (layer_norm(x, **params["final_norm"]) @ E.T)[:, 0], new_cache
+
+
+# -- decoding ------------------------------------------------------------------------------
+
+def filter_logits(logits, top_k=None, top_p=None):
+    """The logits where kept, ``-inf`` elsewhere, along the last axis: top-k, then nucleus.
+
+    ``top_k``: keep every entry ≥ the ``k``-th largest (ties at the boundary
+    are all kept, so more than ``k`` may survive; ``top_k ≥ V`` keeps all).
+    ``top_p`` (Holtzman et al. 2020): sort the probabilities of what top-k
+    kept in decreasing order (equal probabilities: lower token id first) and
+    keep the shortest prefix whose sum reaches ``top_p`` — at least one
+    token; ``top_p = 1`` keeps them all. ``None`` disables a filter.
+    """
+    logits = np.asarray(logits, dtype=float)
+    if logits.ndim < 1 or logits.shape[-1] < 1:
+        raise ValueError(f"logits must have shape (..., V) with V >= 1, got {logits.shape}")
+    if top_k is not None and (isinstance(top_k, bool) or not float(top_k).is_integer() or top_k < 1):
+        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must lie in (0, 1] or be None, got {top_p!r}")
+    V = logits.shape[-1]
+    if top_k is not None and top_k < V:
+        kth_largest = np.sort(logits, axis=-1)[..., V - int(top_k), None]
+        logits = np.where(logits >= kth_largest, logits, -np.inf)
+    if top_p is not None and top_p < 1.0:
+        p = softmax(logits, axis=-1)
+        order = np.argsort(-p, axis=-1, kind="stable")           # decreasing; ties: lower id first
+        sorted_p = np.take_along_axis(p, order, axis=-1)
+        before = np.cumsum(sorted_p, axis=-1) - sorted_p          # the sum of the tokens ranked above
+        keep = np.zeros(logits.shape, dtype=bool)
+        np.put_along_axis(keep, order, before < top_p, axis=-1)
+        logits = np.where(keep, logits, -np.inf)
+    return logits
+
+
+def sample_next(logits, rng, temperature=1.0, top_k=None, top_p=None):
+    """One token per row of ``logits (B, V)``: int array ``(B,)``.
+
+    ``temperature == 0`` is greedy: the argmax, lowest id on ties, and ``rng``
+    is not used. Otherwise ``p = softmax(filter_logits(logits / temperature,
+    top_k, top_p))``, one call ``u = rng.random(B)``, and row ``b`` gets the
+    smallest token id whose cumulative probability (in token-id order)
+    exceeds ``u[b]`` — inverse-transform sampling, so a seed fixes the
+    samples (if rounding leaves none, the last token of non-zero probability).
+    """
+    logits = np.asarray(logits, dtype=float)
+    if logits.ndim != 2:
+        raise ValueError(f"logits must have shape (B, V), got {logits.shape}")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if temperature == 0:
+        return np.argmax(logits, axis=-1)
+    p = softmax(filter_logits(logits / temperature, top_k, top_p), axis=-1)   # (B, V)
+    u = rng.random(logits.shape[0])                                           # (B,)
+    cumulative = np.cumsum(p, axis=-1)
+    token = np.sum(cumulative <= u[:, None], axis=-1)            # the first id whose sum exceeds u
+    last_possible = p.shape[-1] - 1 - np.argmax(p[:, ::-1] > 0, axis=-1)
+    return np.minimum(token, last_possible)
+
+
+def generate(prompt, params, num_heads, max_new_tokens, rng, temperature=1.0, top_k=None,
+             top_p=None):
+    """``prompt (B, P)`` followed by ``max_new_tokens`` sampled tokens: ``(B, P + max_new_tokens)``.
+
+    The prompt goes through the cache one token at a time; then each new
+    token comes from one ``sample_next`` call and is fed back through
+    ``language_model_step``.
+    """
+    prompt = np.asarray(prompt)
+    if prompt.ndim != 2 or prompt.shape[1] < 1:
+        raise ValueError(f"prompt must have shape (B, P) with P >= 1, got {prompt.shape}")
+    cache = init_language_model_cache(params, prompt.shape[0], num_heads)
+    for t in range(prompt.shape[1]):
+        logits, cache = language_model_step(prompt[:, t], cache, params, num_heads)
+    tokens = [prompt]
+    for i in range(max_new_tokens):
+        token = sample_next(logits, rng, temperature, top_k, top_p)
+        tokens.append(token[:, None])
+        if i + 1 < max_new_tokens:
+            logits, cache = language_model_step(token, cache, params, num_heads)
+    return np.concatenate(tokens, axis=1)
+
+
+def log_softmax(logits, axis=-1):
+    """``log softmax(logits)``, computed as ``shifted − log Σ exp(shifted)``: finite for ±1e4."""
+    shifted = logits - np.max(logits, axis=axis, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+def length_penalty_of(n, alpha):
+    """Wu et al. (2016): ``lp = ((5 + n) / 6) ** alpha`` for ``n`` tokens after BOS."""
+    return ((5 + n) / 6) ** alpha
+
+
+def beam_search(src_tokens, params, num_heads, bos_id, eos_id, max_len, beam_size=4,
+                length_penalty=0.6):
+    """Beam search on the encoder-decoder of ``transformer_decoder``: ``(tokens (B, L), scores (B,))``.
+
+    Each source row alone. The beam starts as ``[BOS]``, log-probability 0.
+    At each of at most ``max_len`` steps every live hypothesis is extended by
+    every token and the ``beam_size`` extensions of highest total
+    log-probability are kept, in that order (ties: the extension of the
+    hypothesis ranked earlier, then the lower token id). A kept one ending in
+    ``eos_id`` is finished with score ``log P / lp``, ``lp = ((5 + n) / 6) **
+    length_penalty`` (``n``: its tokens after BOS, EOS included), and leaves
+    the beam; after ``max_len`` steps the live ones are finished the same
+    way. The answer is the finished hypothesis of highest score (ties: the
+    one finished earlier, then the one ranked earlier; those finished by
+    ``max_len`` last). ``tokens`` has no BOS; rows are padded with ``eos_id``.
+    """
+    src_tokens = np.asarray(src_tokens)
+    if src_tokens.ndim != 2:
+        raise ValueError(f"src_tokens must have shape (B, S), got {src_tokens.shape}")
+    if beam_size < 1 or max_len < 0:
+        raise ValueError(f"need beam_size >= 1 and max_len >= 0, got {beam_size}, {max_len}")
+    E = params["embedding"]
+    best = []
+    for row in src_tokens:
+        memory = encoder(row[None], params, num_heads)           # (1, S, d_model)
+        cache = init_decoder_cache(memory, params, num_heads)
+        live, live_log_p = [[]], np.zeros(1)                     # tokens after BOS; log P
+        finished = []                                            # in the order of the tie rule
+        for _ in range(max_len):
+            last = np.array([h[-1] if h else bos_id for h in live])
+            output, cache = decoder_step(last, cache, params, num_heads)
+            total = live_log_p[:, None] + log_softmax(output @ E.T)    # (beam, V)
+            ranked = np.argsort(-total.ravel(), kind="stable")[:beam_size]  # ties: earlier, lower id
+            kept, origins = [], []
+            for flat in ranked:
+                origin, token = divmod(int(flat), E.shape[0])
+                hypothesis, log_p = live[origin] + [token], total.ravel()[flat]
+                if token == eos_id:
+                    finished.append((log_p / length_penalty_of(len(hypothesis), length_penalty),
+                                     hypothesis))
+                else:
+                    kept.append(hypothesis)
+                    origins.append(origin)
+            live = kept
+            if not live:
+                break
+            live_log_p = total[origins, [h[-1] for h in live]]
+            cache = [{key: value if key == "src_mask" else value[origins] for key, value in layer.items()}
+                     for layer in cache]   # each kept hypothesis takes its origin's keys and values
+        finished += [(log_p / length_penalty_of(len(h), length_penalty), h)
+                     for h, log_p in zip(live, live_log_p)]
+        best.append(max(finished, key=lambda item: item[0]))     # max keeps the first of equals
+    length = max(len(tokens) for _, tokens in best)
+    tokens = np.full((len(best), length), eos_id)
+    for b, (_, hypothesis) in enumerate(best):
+        tokens[b, :len(hypothesis)] = hypothesis
+    return tokens, np.array([score for score, _ in best], dtype=float)
+
+
+# -- a character-level model of the course's prose ----------------------------------------
+
+def windows(ids, rng, batch_size, length):
+    """``batch_size`` random windows of ``length`` consecutive ids of the 1-D array ``ids``: ``(B, length)``."""
+    starts = rng.integers(0, len(ids) - length + 1, size=batch_size)
+    return ids[starts[:, None] + np.arange(length)]
+
+
+def train_language_model(ids, vocab_size, num_steps, seq_len=64, batch_size=16, d_model=32,
+                         d_ff=128, num_layers=2, num_heads=4, warmup_steps=50, scale=1.0,
+                         warmup=True, post_ln=False, seed=0, on_step=None):
+    """Train a language model on random windows of ``ids``; returns its parameters.
+
+    Every step: ``batch_size`` windows of ``seq_len + 1`` ids, the loss and
+    gradients of next-token prediction, one ``adam_step`` at the rate
+    ``noam_learning_rate(step, d_model, warmup_steps, scale)``. Without
+    ``warmup`` the rate starts at that schedule's peak and decays as it does
+    (``step`` replaced by ``max(step, warmup_steps)``): the same rates after
+    the warm-up. ``post_ln=True`` trains the 2017 placement of the layer norm
+    instead (``post_ln_loss_and_grads``). ``on_step(step, loss, params)`` is
+    called after each step. The same seed gives the same model.
+    """
+    transformer = init_transformer(vocab_size, d_model, d_ff, num_layers, seed=seed)
+    if post_ln:
+        params = {"embedding": transformer["embedding"], "encoder_layers": transformer["encoder_layers"]}
+        loss_and_grads = post_ln_loss_and_grads
+    else:
+        params = init_language_model(vocab_size, d_model, d_ff, num_layers, seed=seed)
+        loss_and_grads = language_model_loss_and_grads
+    rng, state = np.random.default_rng(seed), None
+    for step in range(1, num_steps + 1):
+        loss, grads = loss_and_grads(windows(ids, rng, batch_size, seq_len + 1), params, num_heads)
+        lr = noam_learning_rate(step if warmup else max(step, warmup_steps), d_model, warmup_steps,
+                                scale)
+        params, state = adam_step(params, grads, state, lr=lr)
+        if on_step is not None:
+            on_step(step, loss, params)
+    return params
+
+
+def bits_per_token(params, ids, num_heads, seq_len=64):
+    """The model's cross-entropy on ``ids`` in bits per token, over consecutive windows.
+
+    The ids are cut into windows of ``seq_len + 1`` overlapping by one, so
+    that every id but the first is predicted once, from at most ``seq_len``
+    ids before it (those of its window).
+    """
+    total = 0.0
+    for start in range(0, len(ids) - 1, seq_len):
+        window = ids[start:start + seq_len + 1][None]          # at least 2 ids
+        total += language_model_loss_and_grads(window, params, num_heads)[0] * (window.shape[1] - 1)
+    return total / (len(ids) - 1) / math.log(2)
+
+
+def bigram_bits_per_token(train_ids, test_ids, vocab_size, alpha=1.0):
+    """A count-based bigram model's cross-entropy on ``test_ids``, in bits per token.
+
+    ``P(b | a) = (count(a b) + alpha) / (count(a) + alpha · V)`` from the pairs
+    of ``train_ids`` (add-``alpha`` smoothing, so an unseen pair costs a finite
+    number of bits); every id of ``test_ids`` but the first is predicted.
+    """
+    counts = np.full((vocab_size, vocab_size), float(alpha))
+    np.add.at(counts, (train_ids[:-1], train_ids[1:]), 1.0)
+    log_p = np.log2(counts / counts.sum(axis=1, keepdims=True))
+    return float(-log_p[test_ids[:-1], test_ids[1:]].mean())
