@@ -24,6 +24,7 @@ import keyword
 import os
 import shutil
 import signal
+import site
 import socket
 import subprocess
 import sys
@@ -39,6 +40,7 @@ from . import wire
 
 HERE = Path(__file__).resolve().parent
 RUNNER_FILES = (HERE / "sandbox_runner.py", HERE / "wire.py")
+SITE_PACKAGES = [folder for folder in site.getsitepackages() if os.path.isdir(folder)]
 GRACE = 5.0  # seconds the grader waits beyond the runner's own alarm before killing it
 
 
@@ -174,7 +176,9 @@ class Sandbox:
             shutil.copy(file, self._folder / file.name)
         ours, theirs = socket.socketpair()
         python = Path(sys.prefix) / "bin" / "python"
-        command = [str(python), "-E", "-s", "-B", "sandbox_runner.py", str(theirs.fileno())]
+        # without `site` (its .pth files import the course's editable finder): the packages' folders
+        command = [str(python), "-E", "-s", "-S", "-B", "sandbox_runner.py", str(theirs.fileno()),
+                   *SITE_PACKAGES]
         if self.isolate:
             command = _bwrap(self._folder, self.uid, self.limits) + command
         self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
