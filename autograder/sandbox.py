@@ -176,11 +176,12 @@ class Sandbox:
             shutil.copy(file, self._folder / file.name)
         ours, theirs = socket.socketpair()
         python = Path(sys.prefix) / "bin" / "python"
-        # without `site` (its .pth files import the course's editable finder): the packages' folders
-        command = [str(python), "-E", "-s", "-S", "-B", "sandbox_runner.py", str(theirs.fileno()),
-                   *SITE_PACKAGES]
+        command = [str(python), "-E", "-s", "-B", "sandbox_runner.py", str(theirs.fileno())]
         if self.isolate:
-            command = _bwrap(self._folder, self.uid, self.limits) + command
+            # without `site`, whose .pth files would import the course's editable finder (our own
+            # code, unsandboxed, needs it): the packages' folders instead
+            command[1:1] = ["-S"]
+            command = _bwrap(self._folder, self.uid, self.limits) + command + SITE_PACKAGES
         self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=subprocess.STDOUT, pass_fds=[theirs.fileno()],
                                          cwd=self._folder, start_new_session=True)

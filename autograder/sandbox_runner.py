@@ -1,9 +1,9 @@
 """Runs inside the sandbox: executes a student's notebook, then calls its functions.
 
 Started by `autograder.sandbox` as ``python -E -s -S sandbox_runner.py FD
-SITE_PACKAGES...`` in a folder holding only this file and `wire.py` (without
-`site`, whose .pth files would import the course's editable finder: the
-packages' folders are given instead). It talks to the grader over the socket
+SITE_PACKAGES...`` in a folder holding only this file and `wire.py` (in the
+sandbox without `site`, whose .pth files would import the course's editable
+finder: the packages' folders are given instead). It talks to the grader over the socket
 FD with `wire` messages:
 
   grader -> {"op": "run", "cells": [[id, source], ...], "cell_timeout": s,
@@ -59,7 +59,7 @@ import warnings
 
 STARTED = time.monotonic()  # the interpreter is up: what follows is imports
 
-sys.path += sys.argv[2:]  # the packages' folders (NumPy...)
+sys.path += sys.argv[2:]  # the packages' folders (NumPy...), when started without `site`
 import wire  # noqa: E402 (numpy)
 
 OUTPUT_KEPT = 20_000  # characters of a cell's output kept for the feedback
