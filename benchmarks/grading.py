@@ -82,8 +82,9 @@ def main(argv=None):
                                      check=True).stdout
             subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
             before, _ = _grade(f"before ({args.before}): ", tree, batch, tmp / "out-before", args.workers, count)
-            if plain_nbgrader.differences(ours, before):
-                print("scores: ours and before DIFFER:\n  " + "\n  ".join(plain_nbgrader.differences(ours, before)))
+            different = plain_nbgrader.differences(before, ours, ("before", "ours"))
+            print(f"scores: before and ours {'DIFFER' if different else 'agree on every check cell'}"
+                  + "".join(f"\n  {line}" for line in different))
 
         load = os.getloadavg()[0]
         plain, plain_seconds = plain_nbgrader.autograde(batch, tmp / "course", names)
