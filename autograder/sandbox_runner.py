@@ -1,10 +1,10 @@
 """Runs inside the sandbox: executes a student's notebook, then calls its functions.
 
-Started by `autograder.sandbox` as ``python -E -s -S sandbox_runner.py FD
-SITE_PACKAGES...`` in a folder holding only this file and `wire.py` (in the
-sandbox without `site`, whose .pth files would import the course's editable
-finder: the packages' folders are given instead). It talks to the grader
-over the socket FD with `wire` messages:
+Started by `autograder.sandbox` as ``python -E -s -S -m sandbox_runner FD
+SITE_PACKAGES...`` in a folder holding only this file, `wire.py` and their
+bytecode (in the sandbox without `site`, whose .pth files would import the
+course's editable finder: the packages' folders are given instead). It talks
+to the grader over the socket FD with `wire` messages:
 
   grader -> {"op": "run", "cells": [[id, source], ...], "cell_timeout": s,
              "cell_timeouts": {id: s}, "stopping_cells": [id, ...], "stopped": {function: reason},
