@@ -14,7 +14,10 @@ instructor runs it; only those commands are timed), checks that both give every
 check cell of every submission the same score, and prints the wall times, the
 throughputs and their ratio, and where our time per notebook goes (sandbox
 start, imports, cells, hidden checks). Then it prints what the bubblewrap sandbox costs
-per submission: the same notebooks run by the same runner with and without it.
+per submission: the same notebooks run by the same runner with and without it
+(without it the runner also runs `site`, whose .pth files our own
+unsandboxed code needs, and compiles itself, about 0.015 s more on an idle
+machine, which the difference absorbs: it can come out negative).
 
 Exit status 1 when a score differs (that is a bug of one of the graders).
 Plain nbgrader takes about 3 s per submission on 2 cores: the defaults (320
