@@ -13,6 +13,7 @@ read as a formula is neutralised as OWASP advises (a leading apostrophe).
 
 import collections
 import csv
+import functools
 import html
 import io
 import re
@@ -178,7 +179,7 @@ def feedback_html(result, cells, outputs):
             continue
         check = scores.get(grade_id(cell))
         kind = "" if check is None else (" check pass" if check.score == check.max_score else " check fail")
-        parts.append(f"<div class='cell{kind}'>{highlight(cell.source, PythonLexer(), CODE)}")
+        parts.append(f"<div class='cell{kind}'>{_highlighted(cell.source)}")
         output = outputs.get(str(index)) or {}
         if output.get("stdout"):
             parts.append(f"<pre>{html.escape(output['stdout'])}</pre>")
@@ -192,6 +193,16 @@ def feedback_html(result, cells, outputs):
                          f"{html.escape(check.message)} {task}</p>")
         parts.append("</div>")
     return _page(f"{result.assignment}: {result.student_id}", "".join(parts))
+
+
+def _highlighted(source):
+    """A cell's code as HTML; the course's cells, the same in every notebook, once per worker."""
+    return _highlighted_once(source) if len(source) <= 10_000 else highlight(source, PythonLexer(), CODE)
+
+
+@functools.lru_cache(maxsize=1024)
+def _highlighted_once(source):
+    return highlight(source, PythonLexer(), CODE)
 
 
 def not_graded_html(result, reason):

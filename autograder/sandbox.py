@@ -17,13 +17,16 @@ function changed its arguments in place. The flags (`flags.py`) point at code
 that tries.
 """
 
+import atexit
 import builtins
 import contextlib
 import importlib.util
 import keyword
 import os
+import py_compile
 import shutil
 import signal
+import site
 import socket
 import subprocess
 import sys
@@ -40,6 +43,7 @@ from .course import ENGINE_PACKAGE, current
 
 HERE = Path(__file__).resolve().parent
 RUNNER_FILES = (HERE / "sandbox_runner.py", HERE / "wire.py")
+SITE_PACKAGES = [folder for folder in site.getsitepackages() if os.path.isdir(folder)]
 GRACE = 5.0  # seconds the grader waits beyond the runner's own alarm before killing it
 
 
@@ -92,17 +96,33 @@ def check_available():
         raise SandboxUnavailable(
             "bubblewrap is not installed: grading runs each notebook in a bubblewrap sandbox "
             "(install the Debian package `bubblewrap`; `make test` installs it)")
-    with tempfile.TemporaryDirectory() as folder:
-        for file in RUNNER_FILES:
-            shutil.copy(file, folder)
-        result = subprocess.run(_bwrap(Path(folder), None, Limits()) + ["/bin/true"],
-                                capture_output=True, text=True)
+    result = subprocess.run(_bwrap(runner_folder(), None, Limits()) + ["/bin/true"],
+                            capture_output=True, text=True)
     if result.returncode != 0:
         raise SandboxUnavailable(f"bubblewrap cannot start a sandbox here: {result.stderr.strip()}")
 
 
+_RUNNER = []  # the runner's folder of this process (and of the workers it forks), once made
+
+
+def runner_folder():
+    """A folder holding the runner files and their bytecode, made once per grading process
+    (workers forked after `check_available` share it) and removed at its exit; every sandbox
+    binds these files read-only, so that no sandbox compiles them again."""
+    if not _RUNNER or not _RUNNER[0].is_dir():
+        folder = Path(tempfile.mkdtemp(prefix="sandbox-runner-"))
+        for file in RUNNER_FILES:
+            shutil.copy(file, folder / file.name)
+            py_compile.compile(folder / file.name, importlib.util.cache_from_source(folder / file.name),
+                               doraise=True, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        _RUNNER[:] = [folder]
+    return _RUNNER[0]
+
+
 def _bwrap(folder, uid, limits):
-    """The bwrap command line that runs the runner files of `folder` with nothing else around."""
+    """The bwrap command line that runs the runner files of `folder` (and their bytecode) with
+    nothing else around."""
     prefix, venv = Path(sys.base_prefix), Path(sys.prefix)
     size = str(limits.disk_bytes)
     command = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
@@ -128,6 +148,7 @@ def _bwrap(folder, uid, limits):
     command += ["--perms", "1777", "--size", size, "--tmpfs", "/sandbox"]
     for file in RUNNER_FILES:
         command += ["--ro-bind", str(folder / file.name), f"/sandbox/{file.name}"]
+    command += ["--ro-bind", str(folder / "__pycache__"), "/sandbox/__pycache__"]
     command += ["--chdir", "/sandbox", "--clearenv",
                 "--setenv", "HOME", "/tmp", "--setenv", "PATH", f"{venv / 'bin'}:/usr/bin:/bin",
                 "--setenv", "OPENBLAS_NUM_THREADS", "1", "--setenv", "OMP_NUM_THREADS", "1",
@@ -172,17 +193,21 @@ class Sandbox:
         self.close()
 
     def start(self):
-        self._folder = Path(tempfile.mkdtemp(prefix="sandbox-"))
-        for file in RUNNER_FILES:
-            shutil.copy(file, self._folder / file.name)
+        runner = runner_folder()
         ours, theirs = socket.socketpair()
-        python = Path(sys.prefix) / "bin" / "python"
-        command = [str(python), "-E", "-s", "-B", "sandbox_runner.py", str(theirs.fileno())]
+        python = str(Path(sys.prefix) / "bin" / "python")
         if self.isolate:
-            command = _bwrap(self._folder, self.uid, self.limits) + command
+            # run as a module, from its bytecode; without `site`, whose .pth files would import the
+            # course's editable finder (our own code, unsandboxed, needs it): the packages' folders
+            command = _bwrap(runner, self.uid, self.limits) + [
+                python, "-E", "-s", "-S", "-B", "-m", "sandbox_runner", str(theirs.fileno()), *SITE_PACKAGES]
+            self._folder = None  # its folders are its own, in memory
+        else:
+            command = [python, "-E", "-s", "-B", str(runner / "sandbox_runner.py"), str(theirs.fileno())]
+            self._folder = Path(tempfile.mkdtemp(prefix="sandbox-"))  # its working folder
         self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=subprocess.STDOUT, pass_fds=[theirs.fileno()],
-                                         cwd=self._folder, start_new_session=True)
+                                         cwd=self._folder or runner, start_new_session=True)
         theirs.close()
         self._socket = ours
         self._reader, self._writer = ours.makefile("rb"), ours.makefile("wb")
@@ -204,7 +229,8 @@ class Sandbox:
             for stream in (self._reader, self._writer, self._socket):
                 with contextlib.suppress(OSError):
                     stream.close()
-            shutil.rmtree(self._folder, ignore_errors=True)
+            if self._folder:
+                shutil.rmtree(self._folder, ignore_errors=True)
             self._process = None
 
     def _kill(self):

@@ -1,8 +1,10 @@
 """Runs inside the sandbox: executes a student's notebook, then calls its functions.
 
-Started by `autograder.sandbox` as ``python -E -s sandbox_runner.py FD`` in a
-folder holding only this file and `wire.py`. It talks to the grader over the
-socket FD with `wire` messages:
+Started by `autograder.sandbox` as ``python -E -s -S -m sandbox_runner FD
+SITE_PACKAGES...`` in a folder holding only this file, `wire.py` and their
+bytecode (in the sandbox without `site`, whose .pth files would import the
+course's editable finder: the packages' folders are given instead). It talks
+to the grader over the socket FD with `wire` messages:
 
   grader -> {"op": "run", "cells": [[id, source], ...], "cell_timeout": s,
              "cell_timeouts": {id: s}, "stopping_cells": [id, ...], "stopped": {function: reason},
@@ -29,11 +31,21 @@ that raises TimeoutError at once, so that later cells do not wait for it
 again (functions that call it by name fail at once too). The grader passes
 the functions stopped so far ("stopped") to a restarted runner.
 
+Cells run as IPython runs them (each statement in turn, the value of a
+last expression displayed, every exception caught and reported), but
+without IPython, whose import and shell cost more than NumPy's import: the
+shell is created, around the same namespace, only for a notebook that needs
+it, at its first cell that is not plain Python (a magic, `!`, a prompt) or
+its first call of `get_ipython()`; from then on every cell runs in it, with
+its transformers and hooks.
+
 Everything it sends is untrusted by the grader, which only ever reads plain
 data from it: the student's code runs in this same process and could forge
 any of these messages, so none of them can grant a point by itself.
 """
 
+import __future__
+import ast
 import builtins
 import io
 import os
@@ -43,15 +55,21 @@ import socket
 import sys
 import time
 import types
+import warnings
 
 STARTED = time.monotonic()  # the interpreter is up: what follows is imports
 
+sys.path += sys.argv[2:]  # the packages' folders (NumPy...), when started without `site`
 import wire  # noqa: E402 (numpy)
 
 OUTPUT_KEPT = 20_000  # characters of a cell's output kept for the feedback
 
 
-NOTEBOOK = {}  # the notebook's namespace, once it exists
+MAIN = types.ModuleType("__main__")  # the notebook's module, as in IPython
+NOTEBOOK = MAIN.__dict__  # the notebook's namespace
+SHELL = None  # IPython's shell around NOTEBOOK, once the notebook needs it
+FUTURE = [0]  # compiler flags of the __future__ imports of the cells run so far
+FUTURE_FLAGS = sum(getattr(__future__, name).compiler_flag for name in __future__.all_feature_names)
 
 
 class CellTimeout(BaseException):
@@ -125,6 +143,53 @@ def stop_calling(name, reason):
     return stopped
 
 
+def get_ipython():
+    """IPython's shell of the notebook, created on first use (with its hidden names, the
+    notebook's own names kept)."""
+    global SHELL
+    if SHELL is None:
+        from IPython.core.interactiveshell import InteractiveShell
+        from traitlets.config import Config
+        config = Config()
+        config.HistoryManager.hist_file = ":memory:"  # no file, no thread (processes are limited)
+        own = {name: value for name, value in NOTEBOOK.items() if value is not get_ipython}
+        SHELL = InteractiveShell.instance(config=config, colors="NoColor", user_module=MAIN)
+        SHELL.showtraceback = lambda *args, **kwargs: None
+        SHELL.showsyntaxerror = lambda *args, **kwargs: None
+        NOTEBOOK.update(own)
+    return SHELL
+
+
+def compiled(source):
+    """The code objects of a cell, as IPython runs it: all but a last expression as
+    statements, that one displayed. SyntaxError if it is not plain Python."""
+    tree = compile(source, "<cell>", "exec", ast.PyCF_ONLY_AST | FUTURE[0], dont_inherit=True)
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    codes = [compile(tree, "<cell>", "exec", FUTURE[0], dont_inherit=True)]
+    if last is not None:
+        codes.append(compile(ast.Interactive([last]), "<cell>", "single", FUTURE[0], dont_inherit=True))
+    FUTURE[0] |= codes[0].co_flags & FUTURE_FLAGS
+    return codes
+
+
+def run_cell(source):
+    """Run a cell in the notebook; return the exception it raised, or None."""
+    if SHELL is None:
+        try:
+            codes = compiled(source)
+        except (SyntaxError, ValueError):  # IPython's syntax, or IPython's report of the error
+            codes = None
+        if codes is not None:
+            try:
+                for code in codes:
+                    exec(code, NOTEBOOK)
+            except BaseException as error:  # as IPython: everything, a timeout too
+                return error
+            return None
+    result = get_ipython().run_cell(source, store_history=False)
+    return result.error_before_exec or result.error_in_exec
+
+
 def describe(error):
     """The error as plain data: its type's name, its message, its classes' names."""
     try:
@@ -149,19 +214,16 @@ def main(fd):
     limits = request["limits"]
     budget = [limits["output_chars"]]
 
-    from IPython.core.interactiveshell import InteractiveShell
-    shell = InteractiveShell.instance(colors="NoColor")
+    NOTEBOOK.update(__builtins__=builtins, __builtin__=builtins, get_ipython=get_ipython)
+    sys.modules["__main__"] = MAIN
+    warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")  # as IPython
     imported = time.monotonic()
-    global NOTEBOOK
-    NOTEBOOK = shell.user_ns
     stopped = {}  # function name -> its stand-in that raises TimeoutError
     errors = []
-    shell.showtraceback = lambda *args, **kwargs: None
-    shell.showsyntaxerror = lambda *args, **kwargs: None
     builtins.input = no_input
     signal.signal(signal.SIGALRM, on_alarm)  # wall-clock time
     signal.signal(signal.SIGPROF, on_alarm)  # CPU time
-    given = set(shell.user_ns)
+    given = set(NOTEBOOK)
 
     def with_limits(run, timeout):
         """run() with the output captured and an alarm after `timeout` CPU seconds (or
@@ -201,20 +263,20 @@ def main(fd):
     for cell_id, source in request["cells"]:
         started, cpu = time.monotonic(), time.process_time()
         try:
-            result, out, err = with_limits(lambda: shell.run_cell(source, store_history=False),
-                                           timeouts.get(cell_id, request["cell_timeout"]))
-            error = result.error_before_exec or result.error_in_exec
+            error, out, err = with_limits(lambda: run_cell(source),
+                                          timeouts.get(cell_id, request["cell_timeout"]))
         except BaseException as raised:  # a timeout between the shell's own handlers
             out = err = CappedOutput([0])
             error = raised
         if cell_id in stopping_cells:
             note_timeout(error, f"in {places.get(cell_id, 'a cell')}")
         for name, stand_in in stopped.items():  # a cell that defines it again does not revive it
-            shell.user_ns[name] = stand_in
+            NOTEBOOK[name] = stand_in
         wire.send(writer, {"op": "cell", "id": cell_id, "stdout": out.text(), "stderr": err.text(),
                            "error": describe(error) if error is not None else None,
                            "seconds": time.monotonic() - started, "cpu_seconds": time.process_time() - cpu})
-    functions = sorted(name for name, value in shell.user_ns.items()
+    given |= set(SHELL.user_ns_hidden) if SHELL else set()
+    functions = sorted(name for name, value in NOTEBOOK.items()
                        if callable(value) and not name.startswith("_") and name not in given
                        and not isinstance(value, type(os)))
     wire.send(writer, {"op": "ran", "functions": functions, "started": STARTED, "imported": imported})
@@ -227,7 +289,7 @@ def main(fd):
         op = request.get("op")
         if op == "call":
             args, kwargs = wire.decode(request["arguments"], blobs)
-            function = shell.user_ns.get(request["name"])
+            function = NOTEBOOK.get(request["name"])
             cpu = time.process_time()
             try:
                 value, _, _ = with_limits(lambda: function(*args, **kwargs), request["timeout"])

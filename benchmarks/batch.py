@@ -45,7 +45,8 @@ def write_batch(folder, students, slugs):
 
 def time_per_notebook(out):
     """One line: where a notebook's time went, medians over OUT/results:
-    sandbox start (bubblewrap, the interpreter), imports (NumPy, IPython), cells, hidden checks."""
+    sandbox start (bubblewrap, the interpreter), imports (NumPy; IPython only for a notebook that
+    needs it, in its cells), cells, hidden checks."""
     phases = {}
     for path in sorted(Path(out).glob("results/*/*.json")):
         for phase, seconds in json.loads(path.read_text()).get("seconds", {}).items():

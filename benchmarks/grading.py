@@ -1,15 +1,23 @@
 """How fast `python -m autograder grade` grades a batch, against plain `nbgrader autograde`.
 
     .venv/bin/python -m benchmarks.grading [--students 40] [--assignments NAME ...] [--workers N]
+                                           [--before REV]
 
 Generates S students x A assignments of honest submissions (benchmarks/batch.py),
-grades them with our command (N workers, default: the number of cores) and
+grades them with our command (N workers, default: the number of cores), with
+the same command of an earlier version of the repository (`--before`, default
+7342131: the last commit before the runner stopped importing IPython and
+`site`; run from a `git archive` of it, on the same batch, right after ours,
+so that both see the same load; `--before none` skips it) and
 with plain nbgrader (one `nbgrader autograde NAME` per assignment, as an
 instructor runs it; only those commands are timed), checks that both give every
 check cell of every submission the same score, and prints the wall times, the
 throughputs and their ratio, and where our time per notebook goes (sandbox
 start, imports, cells, hidden checks). Then it prints what the bubblewrap sandbox costs
-per submission: the same notebooks run by the same runner with and without it.
+per submission: the same notebooks run by the same runner with and without it
+(without it the runner also runs `site`, whose .pth files our own
+unsandboxed code needs, and compiles itself, about 0.015 s more on an idle
+machine, which the difference absorbs: it can come out negative).
 
 Exit status 1 when a score differs (that is a bug of one of the graders).
 Plain nbgrader takes about 3 s per submission on 2 cores: the defaults (320
@@ -38,6 +46,8 @@ from autograder.sandbox import Sandbox  # noqa: E402
 from benchmarks import plain_nbgrader  # noqa: E402
 from benchmarks.batch import time_per_notebook, write_batch  # noqa: E402
 
+BEFORE = "7342131"  # the last commit whose sandbox runner imported IPython and `site` for every notebook
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.grading", description=__doc__.split("\n\n")[0])
@@ -48,6 +58,8 @@ def main(argv=None):
                         help="workers of our command (default: the number of cores)")
     parser.add_argument("--sandbox-notebooks", type=int, default=20, metavar="K",
                         help="notebooks run with and without the sandbox (default 20)")
+    parser.add_argument("--before", default=BEFORE, metavar="REV",
+                        help=f"the earlier version to compare with (default {BEFORE}; none: skip)")
     args = parser.parse_args(argv)
     if min(args.students, args.workers, args.sandbox_notebooks) < 1:
         parser.error("--students, --workers and --sandbox-notebooks must be at least 1")
@@ -65,20 +77,17 @@ def main(argv=None):
               f"({len(set(labels.values()))} variants: correct, unchanged, graded mistakes); "
               f"{os.cpu_count()} cores")
 
-        load = os.getloadavg()[0]
-        started = time.perf_counter()
-        process = subprocess.run([sys.executable, "-m", "autograder", "grade", str(batch), "--out",
-                                  str(tmp / "out"), "--workers", str(args.workers)],
-                                 cwd=course.ROOT, capture_output=True, text=True)
-        ours_seconds = time.perf_counter() - started
-        if process.returncode != 0:
-            sys.exit(f"python -m autograder grade failed:\n{process.stderr}")
-        ours = plain_nbgrader.our_scores(tmp / "out")
-        with open(tmp / "out" / "grades.csv", newline="") as grades:
-            statuses = Counter(row["status"] for row in csv.DictReader(grades))
-        print(f"ours:  python -m autograder grade --workers {args.workers}: {ours_seconds:.1f} s, "
-              f"{count / ours_seconds:.2f} submissions/s (statuses: {dict(statuses)}; {_load(load)})")
-        print(f"ours:  {time_per_notebook(tmp / 'out')}")
+        ours, ours_seconds = _grade("ours:  ", course.ROOT, batch, tmp / "out", args.workers, count)
+        if args.before != "none":
+            tree = tmp / "before"
+            tree.mkdir()
+            archive = subprocess.run(["git", "archive", args.before], cwd=course.ROOT, capture_output=True,
+                                     check=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+            before, _ = _grade(f"before ({args.before}): ", tree, batch, tmp / "out-before", args.workers, count)
+            different = plain_nbgrader.differences(before, ours, ("before", "ours"))
+            print(f"scores: before and ours {'DIFFER' if different else 'agree on every check cell'}"
+                  + "".join(f"\n  {line}" for line in different))
 
         load = os.getloadavg()[0]
         plain, plain_seconds = plain_nbgrader.autograde(batch, tmp / "course", names)
@@ -102,6 +111,24 @@ def main(argv=None):
               f"in bubblewrap, {bare:.3f} s without; cost {cost:+.3f} s per submission "
               f"({cost / bare:+.0%}; {_load(load)})")
     return 1 if different else 0
+
+
+def _grade(label, root, batch, out, workers, count):
+    """Grade `batch` into `out` with the `autograder` package of the repository at `root`
+    (run from there, it comes before the installed one): its scores and wall time; prints both lines."""
+    load = os.getloadavg()[0]
+    started = time.perf_counter()
+    process = subprocess.run([sys.executable, "-m", "autograder", "grade", str(batch), "--out", str(out),
+                              "--workers", str(workers)], cwd=root, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if process.returncode != 0:
+        sys.exit(f"{label}python -m autograder grade failed:\n{process.stderr}")
+    with open(out / "grades.csv", newline="") as grades:
+        statuses = Counter(row["status"] for row in csv.DictReader(grades))
+    print(f"{label}python -m autograder grade --workers {workers}: {seconds:.1f} s, "
+          f"{count / seconds:.2f} submissions/s (statuses: {dict(statuses)}; {_load(load)})")
+    print(f"{label}{time_per_notebook(out)}")
+    return plain_nbgrader.our_scores(out), seconds
 
 
 def _load(before):

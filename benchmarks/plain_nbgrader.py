@@ -69,16 +69,16 @@ def our_scores(out):
     return scores
 
 
-def differences(ours, plain):
+def differences(ours, plain, names=("ours", "plain nbgrader")):
     """Lines describing every submission or check cell scored differently (none when they agree)."""
     lines = []
     for key in sorted(set(ours) | set(plain)):
         student, name = key
         if key not in ours or key not in plain:
-            lines.append(f"{student} {name}: graded only by {'ours' if key in ours else 'plain nbgrader'}")
+            lines.append(f"{student} {name}: graded only by {names[0] if key in ours else names[1]}")
             continue
         for check in sorted(set(ours[key]) | set(plain[key])):
             a, b = ours[key].get(check), plain[key].get(check)
             if a != b:
-                lines.append(f"{student} {name} {check}: ours {a}, plain nbgrader {b}")
+                lines.append(f"{student} {name} {check}: {names[0]} {a}, {names[1]} {b}")
     return lines

@@ -10,7 +10,7 @@ sleeps for an hour, each batch into a fresh OUT with the default limits
 wall time against the honest class's. Target: 5% looping students (2 of 40)
 cost at most 1.5x the honest time. Then it prints where the time of an
 honest notebook goes (medians): sandbox start (bubblewrap and the
-interpreter), imports (NumPy, IPython), the notebook's cells, the hidden
+interpreter), imports (NumPy), the notebook's cells, the hidden
 checks, as the grader records them in OUT/results/*/*.json.
 """
 
