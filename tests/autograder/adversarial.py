@@ -144,6 +144,7 @@ CHEATS = [
             np.array_equal = lambda *args, **kwargs: True
             np.isclose = lambda a, b, *args, **kwargs: np.ones(np.broadcast(a, b).shape, dtype=bool)
             np.testing.assert_allclose = lambda *args, **kwargs: None
+            np.isfinite = lambda x, *args, **kwargs: np.ones(np.shape(x), dtype=bool)
           '''),
           flag="np.allclose", against_visible_checks=True),
     Cheat("ndarray-subclass",
@@ -170,7 +171,9 @@ CHEATS = [
             def softmax(x, axis=-1):
                 return np.asarray(_wrong_softmax(x, axis)).view(AlwaysRight)
           '''),
-          flag="__eq__", against_visible_checks=True),
+          # no longer gets past the visible checks either: check_close compares np.asarray(actual),
+          # a plain ndarray, so the subclass's overrides are never consulted
+          flag="__eq__"),
     Cheat("eq-always-true",
           "ndarray's __eq__ replaced in its type dictionary and an answer whose __eq__ is always true",
           cell('''
