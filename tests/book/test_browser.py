@@ -1,7 +1,7 @@
 """Every page of the website as a reader sees it, in a real headless Chromium
 with no network but the site: no JavaScript error, math typeset and showing
-no TeX source, images loaded, internal links that resolve, exercise notebooks that download, and a
-screenshot of each page."""
+no TeX source, images loaded, internal links that resolve, exercise notebooks
+that download, and a screenshot of each page."""
 
 import re
 from dataclasses import dataclass, field
