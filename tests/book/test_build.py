@@ -71,6 +71,27 @@ def test_chapter_figures_and_computed_numbers_are_in_the_page(site):
     assert re.search(r"measured variance: \d{3,4}\)", re.sub(r"<[^>]+>", "", page))
 
 
+def test_the_training_chapters_say_what_was_measured_and_what_the_papers_say(site):
+    """Issue 23: no sentence claims more than the build measured and asserted
+    (the numbers themselves are glued), and the papers are quoted right."""
+    training = soup(site, "training").article.get_text(" ", strip=True)
+    alt_texts = " ".join(image.get("alt", "") for image in soup(site, "training").select("img"))
+    for overclaim in ("reverse every held-out sequence", "every letter right", "errors near 1"):
+        assert overclaim not in training, overclaim
+    assert "stays at 1" not in alt_texts
+    assert re.search(r"Over the three seeds the model reverses \d+\.\d+ ?% ± \d\.\d+ ?%", training)
+    assert re.search(r"three seeds, the held-out perplexity is \d\.\d{3} ± \d\.\d{3}", training)
+    assert "redundant, not specialised" in training
+    assert "41.0 in the NeurIPS version" in training and "41.8" in training
+    assert "sums of the embeddings and the positional encodings" in training and "used 0.3" in training
+    assert "Liu et al." in training and "RAdam" in training        # the variance argument is theirs
+    assert "by at most about lr" in training                        # Kingma & Ba, section 2.1
+    backpropagation = soup(site, "backpropagation").article.get_text(" ", strip=True)
+    assert "Apart from the Bahdanau chapter" in backpropagation
+    assert "tensor2tensor" in backpropagation
+    assert "the projections" in backpropagation and "A V" in backpropagation
+
+
 def test_figures_have_captions_alt_text_and_folded_code(site):
     for slug in course.assignments():
         images = soup(site, slug).select("div.cell_output img")

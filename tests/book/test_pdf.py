@@ -72,7 +72,7 @@ def test_the_pdf_is_in_the_site_and_linked_from_every_page(site, pdf):
 def test_text_is_selectable_and_nothing_is_left_untypeset(pdf_pages):
     text = " ".join(pdf_pages)
     assert len(text) > 20_000, "the PDF holds little text: is it made of images?"
-    for source in ("\\frac", "\\begin", "\\end{", "\\mathbf", "\\sqrt", "$$", "\\(", "\\[", "{eq}", "{glue",
+    for source in ("\\frac", "\\begin", "\\end{", "\\mathbf", "\\sqrt", "\\_", "$$", "\\(", "\\[", "{eq}", "{glue",
                    "```", ":::"):
         assert source not in text, f"untypeset source {source!r} in the PDF's text"
 
