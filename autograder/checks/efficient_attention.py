@@ -165,8 +165,6 @@ def check_sliding_window_mask(sliding_window_mask):
         description = f"sliding_window_mask(T_q={T_q}, T_k={T_k}, window={window})"
         actual = call(sliding_window_mask, T_q, T_k, window, on=f"T_q={T_q}, T_k={T_k}, window={window}")
         expected = reference.sliding_window_mask(T_q, T_k, window)
-        check_shape(actual, expected.shape, description)
-        check(actual.dtype == bool, f"{description} should be a boolean array, not {actual.dtype}.")
         distance = np.arange(T_q)[:, None] - np.arange(T_k)
         mistakes = [(reference.sliding_window_mask(T_q, T_k, window + 1),
                      f"each query sees {window + 1} keys: the window holds the query's own position and "
