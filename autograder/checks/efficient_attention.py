@@ -3,10 +3,10 @@
 Each ``check_*`` runs the student's function on seeded inputs (sizes drawn
 from the grader's secret too, block sizes that do not divide the lengths,
 causal attention with ``T_q ≠ T_k`` both ways, queries that see no key),
-compares with the reference in ``solutions/efficient_attention.py`` and, at
-the first difference, names the mistake when the wrong result equals what
-that mistake gives (computed here with one step changed); otherwise it shows
-what is expected.
+compares with the reference in ``solutions/efficient_attention.py`` with the
+harness's ``compare``: at a difference it names a mistake only when that
+mistake alone (computed here with one step changed) gives the student's
+values; otherwise it shows the expected and the actual values.
 
 Whether ``flash_attention`` (and its backward) really tile is measured, not
 read from the code: the peak of the memory allocated during one call, with
@@ -32,7 +32,7 @@ from solutions.backpropagation import scaled_dot_product_attention_backward
 from solutions.scaled_dot_product import masked_softmax, padding_mask, scaled_dot_product_attention
 
 from autograder.checking import check, check_close, check_shape
-from autograder.harness import call, seeded
+from autograder.harness import call, compare, seeded
 from .positional_encoding import _check_raises_value_error
 
 SEED = 20220527  # FlashAttention (Dao et al.) appeared on arXiv on 27 May 2022
@@ -41,20 +41,14 @@ MEMORY_LIMIT = MEMORY_CASE[0] * MEMORY_CASE[1] * 8 // 8  # an eighth of one (T_q
 EMPTY = "a query that sees no key (causal, before the first key) has an all-zero output"
 
 
-def _close(a, b):
-    return np.shape(a) == np.shape(b) and np.allclose(a, b, rtol=1e-6, atol=1e-9)
-
-
-def _compare(actual, expected, name, mistakes=(), hint="its values are wrong", finite=None):
-    """Shape, then (if ``finite`` says why) no NaN or inf, then the usual mistakes, then the values."""
+def _compare(actual, expected, name, mistakes, hint, finite=None):
+    """Shape, then (if ``finite`` says why) no NaN or inf, then ``compare``: the values, a mistake
+    only when it alone gives them, else the expected and the actual values."""
     check_shape(actual, expected.shape, name)
     if finite:
         check(not np.any(np.isnan(actual)) and np.all(np.isfinite(actual[np.isfinite(expected)])),
               f"{name} contains NaN or inf: {finite}.")
-    if not _close(actual, expected):
-        for wrong, mistake in mistakes:
-            check(not _close(actual, wrong), f"{name} is wrong: {mistake}.")
-    check_close(actual, expected, name, hint)
+    compare(actual, expected, name, mistakes, hint=hint)
 
 
 def _unpack(result, names, function, description):
@@ -82,14 +76,12 @@ def check_kv_cache_bytes(kv_cache_bytes):
               f"kv_cache_bytes({description}) should be an int (a number of bytes), not "
               f"{type(actual).__name__}.")
         per_value = kwargs.get("bytes_per_value", 2)
-        if actual != expected:  # with 2 bytes per value, either mistake halves the result
-            check(per_value == 2 or actual * 2 != expected, f"kv_cache_bytes({description}) is {actual}, half of "
-                  f"{expected}: a decoder caches a key and a value, hence the factor 2.")
-            check(per_value in (1, 2) or actual * per_value != expected,
-                  f"kv_cache_bytes({description}) is {actual}: it counts values, not bytes "
-                  "(multiply by bytes_per_value).")
-        check(actual == expected, f"kv_cache_bytes({description}) is {actual}, but it should be "
-                                  f"{expected} = 2 · B · T · L · g · d_head · bytes_per_value.")
+        # with 2 bytes per value either mistake halves the result: then neither is named
+        check_close(actual, expected, f"kv_cache_bytes({description})",
+                    "2 · B · T · L · g · d_head · bytes_per_value",
+                    mistakes=[(expected // 2, "a decoder caches a key and a value, hence the factor 2"),
+                              (expected // per_value, "it counts values, not bytes (multiply by "
+                                                      "bytes_per_value)")])
 
 
 # -- grouped-query attention ---------------------------------------------------------
@@ -173,8 +165,6 @@ def check_sliding_window_mask(sliding_window_mask):
         description = f"sliding_window_mask(T_q={T_q}, T_k={T_k}, window={window})"
         actual = call(sliding_window_mask, T_q, T_k, window, on=f"T_q={T_q}, T_k={T_k}, window={window}")
         expected = reference.sliding_window_mask(T_q, T_k, window)
-        check_shape(actual, expected.shape, description)
-        check(actual.dtype == bool, f"{description} should be a boolean array, not {actual.dtype}.")
         distance = np.arange(T_q)[:, None] - np.arange(T_k)
         mistakes = [(reference.sliding_window_mask(T_q, T_k, window + 1),
                      f"each query sees {window + 1} keys: the window holds the query's own position and "
@@ -189,11 +179,9 @@ def check_sliding_window_mask(sliding_window_mask):
             mistakes.append(((distance >= 0) & (distance < window),
                              f"query i stands at position i: with T_q={T_q} queries and T_k={T_k} keys the "
                              "queries are the last positions, query i at T_k − T_q + i"))
-        if not np.array_equal(actual, expected):
-            for wrong, mistake in mistakes:
-                check(not np.array_equal(actual, wrong), f"{description} is wrong: {mistake}.")
         check_close(actual, expected, description,
-                    "query i stands at position p = T_k − T_q + i and sees key j iff 0 ≤ p − j < window")
+                    "query i stands at position p = T_k − T_q + i and sees key j iff 0 ≤ p − j < window",
+                    mistakes)
 
 
 # -- FlashAttention ------------------------------------------------------------------

@@ -6,9 +6,10 @@ between equal probabilities, ``top_k ≥ V``, ``top_p = 1`` with a token of
 probability 0, seeded generators (sent to the sandbox as the numbers of
 their state, so that the student's ``rng.random(B)`` draws known numbers),
 temperature 0 with ``rng=None``, caches of several lengths, rows that
-finish at different steps, a model whose every extension ties. A message names a cause only when that mistake alone gives
-the student's values (it is recomputed here and compared); otherwise it shows
-what was expected and what came back.
+finish at different steps, a model whose every extension ties. A message
+names a cause only when that one mistake alone gives the student's values (it
+is recomputed here and compared, and no other known mistake gives them);
+otherwise it shows what was expected and what came back.
 """
 
 import numpy as np
@@ -17,8 +18,8 @@ from solutions import language_model as reference
 from solutions.training import init_transformer
 from solutions.transformer_decoder import greedy_decode
 
-from autograder.checking import check, check_shape
-from autograder.harness import call, seeded
+from autograder.checking import check, check_close, check_shape, close
+from autograder.harness import call, compare, seeded
 
 SEED = 19042751  # arXiv 1904.09751, Holtzman et al., "The curious case of neural text degeneration"
 
@@ -90,6 +91,14 @@ def _nucleus(logits, top_p, strict=False, higher_id_first=False):
     return keep
 
 
+def _only_cause(actual, expected, variants):
+    """The reason of ``variants`` (pairs (what one mistake alone gives, reason)) whose value
+    ``actual`` is, when exactly one reason fits and its value is not ``expected``; else None."""
+    reasons = {why for variant, why in variants
+               if np.array_equal(actual, variant) and not np.array_equal(variant, expected)}
+    return reasons.pop() if len(reasons) == 1 else None
+
+
 def _filter_diagnosis(keep, logits, top_k, top_p):
     """Why the kept tokens are wrong, when one mistake alone gives them."""
     variants = []
@@ -110,9 +119,7 @@ def _filter_diagnosis(keep, logits, top_k, top_p):
         unfiltered = _nucleus(logits, top_p) & _kept(reference.filter_logits(logits, top_k))
         variants.append((unfiltered, "it computes the nucleus from the softmax of all the logits, but "
                                      "top_p applies to the probabilities of what top_k kept"))
-    expected = _kept(reference.filter_logits(logits, top_k, top_p))
-    return next((why for variant, why in variants
-                 if np.array_equal(keep, variant) and not np.array_equal(variant, expected)), None)
+    return _only_cause(keep, _kept(reference.filter_logits(logits, top_k, top_p)), variants)
 
 
 def check_filter_logits(filter_logits):
@@ -126,7 +133,7 @@ def check_filter_logits(filter_logits):
         if np.array_equal(got, expected):
             continue
         keep, want = _kept(got), _kept(expected)
-        check(not np.allclose(got, reference.softmax(expected, axis=-1)),
+        check(not close(got, reference.softmax(expected, axis=-1)),
               f"filter_logits returns probabilities on {on}, but it should return the logits, the kept "
               "ones unchanged and -inf elsewhere.")
         replaced = got[~want] != logits[~want]
@@ -194,8 +201,7 @@ def check_sample_next(sample_next):
                 noisy, top_k, top_p) / temperature, axis=-1), u),
              "it filters before dividing by the temperature, but the filters apply to logits / temperature"),
         ]
-        why = next((reason for variant, reason in variants
-                    if np.array_equal(got, variant) and not np.array_equal(variant, expected)), None)
+        why = _only_cause(got, expected, variants)
         check(False, f"sample_next gives the tokens {got.tolist()} instead of {expected.tolist()} on {on}, "
                      f"whose one call rng.random(5) draws u = {np.round(u, 4).tolist()}"
                      + (f": {why}." if why else "."))
@@ -232,10 +238,6 @@ def _prefix_cache(params, prefix, num_heads):
     return cache
 
 
-def _show(values):
-    return np.array2string(np.asarray(values)[:4], precision=4, separator=", ")
-
-
 def check_language_model_step(language_model_step):
     rng = seeded(SEED + 2)
     V, d, num_heads = int(rng.integers(9, 14)), 12, 3
@@ -251,13 +253,11 @@ def check_language_model_step(language_model_step):
               "language_model_step should return a tuple (logits, new_cache).")
         logits, new_cache = result
         check_shape(logits, (B, V), f"the logits on {on}")
-        if not np.allclose(logits, full[:, t], rtol=1e-6, atol=1e-8):
-            alone = reference.language_model_logits(tokens[:, t:t + 1], params, num_heads)[:, 0]
-            why = ("they are the logits of the token alone at position 0: it ignores the cache or "
-                   "the position t") if t and np.allclose(logits, alone, rtol=1e-6, atol=1e-8) else None
-            check(False, f"language_model_step gives the logits {_show(logits[0])} … for row 0 on {on}, "
-                         f"but language_model_logits of the whole prefix gives {_show(full[0, t])} …"
-                         + (f": {why}." if why else "."))
+        compare(logits, full[:, t], f"the logits on {on}",
+                lambda: [(reference.language_model_logits(tokens[:, t:t + 1], params, num_heads)[:, 0],
+                          "they are the logits of the token alone at position 0: it uses neither the "
+                          "cache nor the position t")] if t else [],
+                hint=f"they should equal language_model_logits of the whole prefix at position {t}")
         check(isinstance(new_cache, list) and len(new_cache) == 2,
               f"the new cache should be a list with one dict per block (2) on {on}.")
         expected = reference.language_model_step(tokens[:, t], cache, params, num_heads)[1]
@@ -268,9 +268,9 @@ def check_language_model_step(language_model_step):
                       f'the new cache\'s block {layer} should hold "{key}" of shape '
                       f'{want_layer[key].shape} (one position longer) on {on}, got '
                       f'{getattr(value, "shape", type(value).__name__)}.')
-                check(np.allclose(value, want_layer[key], rtol=1e-6, atol=1e-8),
-                      f'the new cache\'s "{key}" of block {layer} is wrong on {on}: it holds the '
-                      "keys (values) of the normed input of each position, split into heads.")
+                compare(value, want_layer[key], f'the new cache\'s "{key}" of block {layer} on {on}',
+                        hint=f"it should hold the {'keys' if key == 'k' else 'values'} of the normed "
+                             "input of each position so far, split into heads")
 
 
 # -- beam_search -------------------------------------------------------------------------------------
@@ -371,14 +371,14 @@ def check_beam_search(beam_search):
         check(np.shape(scores) == (len(sources),),
               f"scores should have shape ({len(sources)},) on {on}, got {np.shape(scores)}.")
         scores = np.asarray(scores, dtype=float)
-        if not np.allclose(scores, want_scores, rtol=1e-6, atol=1e-9):
+        mistakes = []
+        if alpha:
             log_p = [s * ((5 + (int(np.argmax(r == EOS)) + 1 if (r == EOS).any() else len(r))) / 6) ** alpha
                      for r, s in zip(want_tokens, want_scores)]
-            variants = [(np.array(log_p), "they are log P without the length penalty: divide by "
+            mistakes = [(np.array(log_p), "they are log P without the length penalty: divide by "
                                           "((5 + n) / 6) ** length_penalty"),
                         (_beam_variant_scores(want_tokens, want_scores, alpha),
                          "n leaves EOS out, but n counts the tokens after BOS with EOS")]
-            why = next((reason for variant, reason in variants if alpha
-                        and np.allclose(scores, variant, rtol=1e-6, atol=1e-9)), None)
-            check(False, f"beam_search gives the scores {_show(scores)} instead of {_show(want_scores)} "
-                         f"on {on}" + (f": {why}." if why else "."))
+        check_close(scores, want_scores, f"beam_search's scores on {on}",
+                    "each is log P / ((5 + n) / 6) ** length_penalty of its answer, n its length "
+                    "after BOS with EOS", mistakes)

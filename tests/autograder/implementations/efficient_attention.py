@@ -376,7 +376,7 @@ MISTAKES = {
     "backward-scale-twice": (BACKWARD, flash_backward_scale_twice, "check_flash_attention_backward",
                              "divided by √d twice"),
     "backward-lse-not-subtracted": (BACKWARD, flash_backward_lse_not_subtracted, "check_flash_attention_backward",
-                                    "P = exp(S − logsumexp)"),
+                                    "recomputed as exp(S), not normalised"),
     "backward-causal-ignored": (BACKWARD, flash_backward_causal_ignored, "check_flash_attention_backward",
                                 "causal=True is ignored"),
     "backward-nan-for-empty-rows": (BACKWARD, flash_backward_nan_for_empty_rows, "check_flash_attention_backward",
@@ -386,3 +386,88 @@ MISTAKES = {
 # Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py (the two that
 # form whole score matrices are caught there by the visible memory checks, in the sandbox).
 GRADED_MISTAKES = ["kv-no-values", "sw-not-causal", "flash-whole-score-matrix", "backward-whole-matrices"]
+
+
+# -- two mistakes at once: self-contained, pasted into the notebook by test_double_mistakes.py ----
+
+def gqa_tiled_and_scaled_by_d_model(Q, K, V, params, num_heads, num_kv_heads, mask=None):
+    # np.tile for the groups and √d_model for the scale
+    if num_heads % num_kv_heads != 0:
+        raise ValueError("num_heads must be a multiple of num_kv_heads")
+    B, T_q, d_model = Q.shape
+    T_k, d_head = K.shape[1], d_model // num_heads
+    q = (Q @ params["W_q"] + params["b_q"]).reshape(B, T_q, num_heads, d_head).transpose(0, 2, 1, 3)
+    k = (K @ params["W_k"] + params["b_k"]).reshape(B, T_k, num_kv_heads, d_head).transpose(0, 2, 1, 3)
+    v = (V @ params["W_v"] + params["b_v"]).reshape(B, T_k, num_kv_heads, d_head).transpose(0, 2, 1, 3)
+    k, v = (np.tile(x, (1, num_heads // num_kv_heads, 1, 1)) for x in (k, v))
+    scores = q @ k.swapaxes(-1, -2) / np.sqrt(d_model)
+    weights = masked_softmax(scores, mask)
+    context = (weights @ v).transpose(0, 2, 1, 3).reshape(B, T_q, d_model)
+    return context @ params["W_o"] + params["b_o"], weights
+
+
+def sliding_window_one_too_many_aligned_at_start(T_q, T_k, window):
+    # 0 ≤ i − j ≤ window, with query i at position i
+    distance = np.arange(T_q)[:, None] - np.arange(T_k)
+    return (distance >= 0) & (distance <= window)
+
+
+def flash_attention_unrescaled_and_unscaled(Q, K, V, block_size=64, causal=False):
+    # neither the running sum nor the output rescaled when the maximum grows, and no 1/√d
+    T_q, T_k = Q.shape[-2], K.shape[-2]
+    lead = Q.shape[:-2]
+    output, logsumexp = np.zeros((*lead, T_q, V.shape[-1])), np.zeros((*lead, T_q))
+    for q0 in range(0, T_q, block_size):
+        q = Q[..., q0:q0 + block_size, :]
+        n = q.shape[-2]
+        top, total = np.full((*lead, n, 1), -np.inf), np.zeros((*lead, n, 1))
+        acc = np.zeros((*lead, n, V.shape[-1]))
+        for k0 in range(0, T_k, block_size):
+            s = q @ np.swapaxes(K[..., k0:k0 + block_size, :], -1, -2)
+            if causal:
+                position = T_k - T_q + np.arange(q0, q0 + n)
+                s = np.where(position[:, None] >= np.arange(k0, k0 + s.shape[-1]), s, -np.inf)
+            top = np.maximum(top, s.max(axis=-1, keepdims=True))
+            p = np.exp(s - np.where(np.isinf(top), 0.0, top))
+            total = total + p.sum(axis=-1, keepdims=True)
+            acc = acc + p @ V[..., k0:k0 + block_size, :]
+        output[..., q0:q0 + n, :] = np.where(total > 0, acc / np.where(total > 0, total, 1.0), 0.0)
+        with np.errstate(divide="ignore"):
+            logsumexp[..., q0:q0 + n] = (top + np.log(total))[..., 0]
+    return output, logsumexp
+
+
+def flash_backward_no_D_and_scale_twice(Q, K, V, output, logsumexp, grad_output, block_size=64, causal=False):
+    # dS = P ⊙ dP without D, and divided by d instead of √d
+    T_q, d = Q.shape[-2:]
+    T_k = K.shape[-2]
+    grad_Q, grad_K, grad_V = np.zeros(Q.shape), np.zeros(K.shape), np.zeros(V.shape)
+    lse = np.where(np.isinf(logsumexp), np.inf, logsumexp)[..., None]
+    for k0 in range(0, T_k, block_size):
+        cols = slice(k0, k0 + block_size)
+        for q0 in range(0, T_q, block_size):
+            rows = slice(q0, q0 + block_size)
+            s = Q[..., rows, :] @ np.swapaxes(K[..., cols, :], -1, -2) / math.sqrt(d)
+            p = np.exp(s - lse[..., rows, :])
+            if causal:
+                position = T_k - T_q + np.arange(q0, q0 + s.shape[-2])
+                p = np.where(position[:, None] >= np.arange(k0, k0 + s.shape[-1]), p, 0.0)
+            grad_V[..., cols, :] += np.swapaxes(p, -1, -2) @ grad_output[..., rows, :]
+            dS = p * (grad_output[..., rows, :] @ np.swapaxes(V[..., cols, :], -1, -2)) / d
+            grad_Q[..., rows, :] += dS @ K[..., cols, :]
+            grad_K[..., cols, :] += np.swapaxes(dS, -1, -2) @ Q[..., rows, :]
+    return grad_Q, grad_K, grad_V
+
+
+# name -> ({task: implementation with two mistakes}, the check cell to run, the words a message may name)
+DOUBLE_MISTAKES = {
+    "gqa-tiled-and-scaled-by-d-model": ({GQA: gqa_tiled_and_scaled_by_d_model}, "test_grouped_query_attention",
+                                        ("np.repeat, not np.tile", "√d_model")),
+    "sw-one-too-many-and-aligned-at-start": ({SW: sliding_window_one_too_many_aligned_at_start},
+                                             "test_sliding_window_mask",
+                                             ("keys: the window holds", "query i at T_k − T_q + i")),
+    "flash-unrescaled-and-unscaled": ({FLASH: flash_attention_unrescaled_and_unscaled}, "test_flash_attention",
+                                      ("not rescaled", "not divided by √d")),
+    "backward-no-D-and-scale-twice": ({BACKWARD: flash_backward_no_D_and_scale_twice},
+                                      "test_flash_attention_backward", ("D = Σ_d", "divided by √d twice")),
+}

@@ -253,18 +253,18 @@ _WORDS = {
         "no-filters": "instead of",
     },
     "language_model_step": {
-        "post-ln": "the whole prefix gives",
-        "no-final-norm": "the whole prefix gives",
-        "no-cache": "it ignores the cache or the position t",
-        "position-0": "the whole prefix gives",
-        "unnormed-keys": "the whole prefix gives",
-        "no-scale": "the whole prefix gives",
+        "post-ln": "of the whole prefix at position",
+        "no-final-norm": "of the whole prefix at position",
+        "no-cache": "the token alone at position 0",
+        "position-0": "of the whole prefix at position",
+        "unnormed-keys": "of the whole prefix at position",
+        "no-scale": "of the whole prefix at position",
         "in-place": "modified its input",
         "cache-not-extended": "one position longer",
     },
     "beam_search": {
         "no-penalty": "those of length_penalty=0",
-        "n-without-eos": "beam_search gives",
+        "n-without-eos": "n counts the tokens after BOS with EOS",
         "higher-id-first": "the beam search of the task gives",
         "greedy": "the beam search of the task gives",
         "with-bos": "start with BOS",
@@ -284,3 +284,105 @@ MISTAKES["sample-next-filter-first-alone"] = ("sample_next", sample_next_filter_
 
 # Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
 GRADED_MISTAKES = ["filter-logits-exactly-k-alone", "sample-next-filter-first-alone"]
+
+
+# -- two mistakes at once: self-contained, pasted into the notebook by test_double_mistakes.py ----
+
+def filter_logits_drops_kth_and_nucleus_of_all(logits, top_k=None, top_p=None):
+    # top-k keeps the logits > the k-th largest (so drops the k-th itself), and the nucleus is
+    # taken from the softmax of all the logits, not renormalised over what top_k kept
+    if top_k is not None and top_k < 1 or top_p is not None and not 0 < top_p <= 1:
+        raise ValueError("top_k must be at least 1 and top_p lie in (0, 1]")
+    logits = np.asarray(logits, dtype=float)
+    out = logits.copy()
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = np.sort(logits, axis=-1)[..., -top_k][..., None]
+        out = np.where(logits > kth, out, -np.inf)
+    if top_p is not None and top_p < 1:
+        p = softmax(logits, axis=-1)
+        order = np.argsort(-p, axis=-1, kind="stable")
+        sorted_p = np.take_along_axis(p, order, axis=-1)
+        keep = np.zeros(logits.shape, dtype=bool)
+        np.put_along_axis(keep, order, np.cumsum(sorted_p, axis=-1) - sorted_p < top_p, axis=-1)
+        out = np.where(keep, out, -np.inf)
+    return out
+
+
+def sample_next_multiplied_and_not_renormalised(logits, rng, temperature=1.0, top_k=None, top_p=None):
+    # logits * temperature, and the filtered probabilities not renormalised (softmax before filtering)
+    logits = np.asarray(logits, dtype=float)
+    if temperature == 0:
+        return np.argmax(logits, axis=-1)
+    scaled = logits * temperature
+    p = softmax(scaled, axis=-1) * np.isfinite(filter_logits(scaled, top_k, top_p))
+    u = rng.random(len(logits))
+    return np.minimum(np.sum(np.cumsum(p, axis=-1) <= u[:, None], axis=-1), logits.shape[-1] - 1)
+
+
+def language_model_step_unscaled_without_final_norm(token, cache, params, num_heads):
+    # the embedding not multiplied by √d_model, and no final layer norm before the output projection
+    E = params["embedding"]
+    t = cache[0]["k"].shape[2]
+    x = E[np.asarray(token)][:, None, :] + sinusoidal_encoding_at(t, E.shape[1])
+    new_cache = []
+    for block, layer_cache in zip(params["layers"], cache):
+        attn = block["self_attn"]
+        n = layer_norm(x, **block["norm1"])
+        k = np.concatenate([layer_cache["k"], split_heads(n @ attn["W_k"] + attn["b_k"], num_heads)], axis=2)
+        v = np.concatenate([layer_cache["v"], split_heads(n @ attn["W_v"] + attn["b_v"], num_heads)], axis=2)
+        context, _ = scaled_dot_product_attention(split_heads(n @ attn["W_q"] + attn["b_q"], num_heads), k, v)
+        x = x + merge_heads(context) @ attn["W_o"] + attn["b_o"]
+        x = x + position_wise_ffn(layer_norm(x, **block["norm2"]), block["ffn"])
+        new_cache.append({"k": k, "v": v})
+    return (x @ E.T)[:, 0, :], new_cache
+
+
+def beam_search_no_penalty_padded_with_0(src_tokens, params, num_heads, bos_id, eos_id, max_len, beam_size=4,
+                                         length_penalty=0.6):
+    # hypotheses ranked by log P alone (length_penalty ignored), and the rows padded with 0
+    E = params["embedding"]
+    answers = []
+    for source in np.asarray(src_tokens):
+        memory = encoder(source[None], params, num_heads)
+        beam, done = [((), 0.0, init_decoder_cache(memory, params, num_heads))], []
+        for step in range(max_len):
+            if not beam:
+                break
+            extensions = []
+            for rank, (tokens, log_p, cache) in enumerate(beam):
+                output, cache = decoder_step(np.array([tokens[-1] if tokens else bos_id]), cache, params, num_heads)
+                for token, value in enumerate(log_softmax(output @ E.T)[0]):
+                    extensions.append((-(log_p + value), rank, token, tokens + (token,), log_p + value, cache))
+            extensions.sort(key=lambda e: e[:3])
+            beam = []
+            for _, _, _, tokens, log_p, cache in extensions:
+                if len(beam) + sum(d[1] == step for d in done) == beam_size:
+                    break
+                if tokens[-1] == eos_id:
+                    done.append((log_p, step, len(done), tokens))
+                else:
+                    beam.append((tokens, log_p, cache))
+        done += [(log_p, max_len, len(done), tokens) for tokens, log_p, _ in beam]
+        answers.append(max(done, key=lambda d: (d[0], -d[1], -d[2])))
+    out = np.zeros((len(answers), max(len(a[3]) for a in answers)), dtype=int)
+    for row, answer in zip(out, answers):
+        row[:len(answer[3])] = answer[3]
+    return out, np.array([answer[0] for answer in answers])
+
+
+# name -> ({task: implementation with two mistakes}, the check cell to run, the words a message may name)
+DOUBLE_MISTAKES = {
+    "filter-drops-kth-and-nucleus-of-all": (
+        {"filter_logits": filter_logits_drops_kth_and_nucleus_of_all}, "test_filter_logits",
+        ("top_p applies to the probabilities of what top_k kept",)),
+    "sample-multiplied-and-not-renormalised": (
+        {"sample_next": sample_next_multiplied_and_not_renormalised}, "test_sample_next",
+        ("multiplies the logits by the temperature", "instead of")),
+    "step-unscaled-without-final-norm": (
+        {"language_model_step": language_model_step_unscaled_without_final_norm}, "test_language_model_step",
+        ("of the whole prefix at position",)),
+    "beam-no-penalty-padded-with-0": (
+        {"beam_search": beam_search_no_penalty_padded_with_0}, "test_beam_search",
+        ("those of length_penalty=0", "padded with 0", "log P without the length penalty",
+         "the beam search of the task gives")),
+}
