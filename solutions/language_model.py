@@ -19,11 +19,10 @@ from .backpropagation import (
     cross_entropy, layer_norm_backward, multi_head_attention_backward,
     position_wise_ffn_backward)
 from .multi_head import multi_head_attention
-from .positional_encoding import sinusoidal_encoding_at
 from .scaled_dot_product import causal_mask, softmax
 from .training import (
     _encoder_backward, _encoder_forward, adam_step, init_transformer, noam_learning_rate)
-from .transformer_decoder import _attend, _heads, decoder_step, init_decoder_cache
+from .transformer_decoder import _attend, _embed_next, _heads, decoder_step, init_decoder_cache
 from .transformer_encoder import embed, encoder, layer_norm, position_wise_ffn
 
 
@@ -159,19 +158,11 @@ def language_model_step(token, cache, params, num_heads):
     input cache is not modified. Each step costs ``O(t)`` instead of the
     ``O(t²)`` of running the whole prefix again.
     """
-    token = np.asarray(token)
     E = params["embedding"]
-    V, d_model = E.shape
     if len(cache) != len(params["layers"]) or not cache:
         raise ValueError(f"the cache has {len(cache)} layers, the model {len(params['layers'])} "
                          "(a model without layers has no cache)")
-    B, _, t, _ = cache[0]["k"].shape
-    if token.shape != (B,) or not np.issubdtype(token.dtype, np.integer):
-        raise ValueError(f"token must be an integer array (B,) = ({B},) for a cache of batch {B}, "
-                         f"got {token.dtype} {token.shape}")
-    if token.size and (token.min() < 0 or token.max() >= V):
-        raise ValueError(f"token ids must lie in [0, {V}) for E of shape {E.shape}")
-    x = (E[token] * math.sqrt(d_model) + sinusoidal_encoding_at(t, d_model))[:, None]  # (B, 1, d)
+    x = _embed_next(token, E, cache)  # (B, 1, d_model)
     new_cache = []
     for block, kept in zip(params["layers"], cache):
         attn, normed = block["self_attn"], layer_norm(x, **block["norm1"])

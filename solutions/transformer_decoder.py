@@ -101,21 +101,13 @@ def decoder_step(token, cache, params, num_heads):
     one position longer. A decoder without layers has no cache, hence no
     position to read: ``ValueError``, as for tokens that do not fit the cache.
     """
-    token = np.asarray(token)
     E = params["embedding"]
-    V, d_model = E.shape
     if not cache:
         raise ValueError("the cache is empty: a decoder without layers has no cache to step with")
     if len(cache) != len(params["decoder_layers"]):
         raise ValueError(f"the cache has {len(cache)} layers, the decoder "
                          f"{len(params['decoder_layers'])}")
-    B, _, t, _ = cache[0]["k"].shape
-    if token.shape != (B,) or not np.issubdtype(token.dtype, np.integer):
-        raise ValueError(f"token must be an integer array (B,) = ({B},) for a cache of batch {B}, "
-                         f"got {token.dtype} {token.shape}")
-    if token.size and (token.min() < 0 or token.max() >= V):
-        raise ValueError(f"token ids must lie in [0, {V}) for E of shape {E.shape}")
-    x = (E[token] * math.sqrt(d_model) + sinusoidal_encoding_at(t, d_model))[:, None]  # (B, 1, d_model)
+    x = _embed_next(token, E, cache)  # (B, 1, d_model)
     new_cache = []
     for layer, kept in zip(params["decoder_layers"], cache):
         own = layer["self_attn"]
@@ -128,6 +120,20 @@ def decoder_step(token, cache, params, num_heads):
         x = layer_norm(x + position_wise_ffn(x, layer["ffn"]), **layer["norm3"])
         new_cache.append({**kept, "k": k, "v": v})
     return x[:, 0], new_cache
+
+
+def _embed_next(token, E, cache):
+    """``E[token]·√d_model + PE[t]`` as ``(B, 1, d_model)``: the newest token ``(B,)`` at the
+    position ``t = cache[0]["k"].shape[2]`` of a (non-empty) cache, after checking that it fits."""
+    token = np.asarray(token)
+    V, d_model = E.shape
+    B, _, t, _ = cache[0]["k"].shape
+    if token.shape != (B,) or not np.issubdtype(token.dtype, np.integer):
+        raise ValueError(f"token must be an integer array (B,) = ({B},) for a cache of batch {B}, "
+                         f"got {token.dtype} {token.shape}")
+    if token.size and (token.min() < 0 or token.max() >= V):
+        raise ValueError(f"token ids must lie in [0, {V}) for E of shape {E.shape}")
+    return (E[token] * math.sqrt(d_model) + sinusoidal_encoding_at(t, d_model))[:, None]
 
 
 def _heads(X, attn, name, num_heads):
