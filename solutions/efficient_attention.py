@@ -100,10 +100,11 @@ def flash_attention(Q, K, V, block_size=64, causal=False):
 
     For each block of queries, the keys go by in blocks: each block's scores
     raise the running maximum ``m`` where they exceed it; the running sum
-    ``ℓ = Σ exp(s − m)`` and the unnormalised output ``Σ exp(s − m) v`` are
+    ``Σ exp(s − m)`` and the unnormalised output ``Σ exp(s − m) v`` are
     rescaled by ``exp(m_old − m_new)`` before the block is added; one division
-    by ``ℓ`` at the end (FlashAttention-2 defers it). No array is larger than
-    ``block_size`` along the key axis; the last blocks may be shorter.
+    by the running sum at the end (FlashAttention-2 defers it). No array is
+    larger than ``block_size`` along the key axis; the last blocks may be
+    shorter.
     """
     Q, K, V = (np.asarray(a) for a in (Q, K, V))
     _check_qkv(Q, K, V)
