@@ -329,38 +329,78 @@ def _lateness(results, policy):
     return "".join(parts)
 
 
-def _pyplot():
-    """matplotlib's pyplot, drawing without a screen (imported only for the summary)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
-def _svg(figure):
-    buffer = io.StringIO()
-    figure.savefig(buffer, format="svg", bbox_inches="tight")
-    _pyplot().close(figure)
-    svg = buffer.getvalue()
-    return svg[svg.index("<svg"):]
-
-
 def _histogram(scores, max_score, name):
-    figure, axes = _pyplot().subplots(figsize=(6, 2.4))
-    axes.hist(scores, bins=[x - 0.5 for x in range(int(max_score) + 2)], color="#4477aa", rwidth=0.9)
-    axes.set(xlabel="score", ylabel="students", title=f"{name}: scores (out of {number(max_score)})")
-    axes.xaxis.get_major_locator().set_params(integer=True)  # scores in whole points: whole ticks
-    axes.yaxis.get_major_locator().set_params(integer=True)
-    axes.spines[["top", "right"]].set_visible(False)
-    return f"<figure role='img' aria-label='histogram of the scores of {html.escape(name)}'>{_svg(figure)}</figure>"
+    """The scores' histogram, one column per whole point, as inline SVG (no plotting library:
+    the summary is drawn at the end of every batch, and matplotlib cost more than the grading
+    of a small class)."""
+    top = int(max_score)
+    counts = collections.Counter(min(max(round(score), 0), top) for score in scores)
+    step = -(-(top + 1) // 12)  # at most about 12 labelled scores
+    svg = _columns([counts[k] for k in range(top + 1)], range(0, top + 1, step), "score", "students",
+                   f"{name}: scores (out of {number(max_score)})")
+    return f"<figure role='img' aria-label='histogram of the scores of {html.escape(name)}'>{svg}</figure>"
 
 
 def _bars(names, shares, name):
-    figure, axes = _pyplot().subplots(figsize=(6, 0.35 * len(names) + 0.8))
-    axes.barh(names[::-1], [100 * s for s in shares[::-1]], color="#cc6677")
-    axes.set(xlim=(0, 100), xlabel="% of submissions failing", title=f"{name}: checks failed")
-    axes.spines[["top", "right"]].set_visible(False)
-    return f"<figure role='img' aria-label='share of students failing each check of {html.escape(name)}'>{_svg(figure)}</figure>"
+    """The share of submissions failing each check, one horizontal bar per check, as inline SVG."""
+    label = min(260, 7 * max(map(len, names)) + 10)  # room for the checks' names
+    width, row, top, bottom = 520, 18, 28, 34
+    height = top + row * len(names) + bottom
+    scale = (width - label - 16) / 100
+    parts = [_svg_text(width / 2, 16, f"{name}: checks failed", "middle", "title")]
+    for i, (check, share) in enumerate(zip(names, shares)):
+        y = top + i * row
+        parts.append(_svg_text(label - 6, y + row / 2 + 4, check, "end", "label"))
+        parts.append(f"<rect x='{label}' y='{y + 2}' width='{100 * share * scale:.1f}' height='{row - 4}' "
+                     "fill='#cc6677'/>")
+    axis = top + row * len(names)
+    parts.append(f"<line x1='{label}' y1='{axis}' x2='{label + 100 * scale:.1f}' y2='{axis}' stroke='#444'/>")
+    for percent in range(0, 101, 20):
+        x = label + percent * scale
+        parts.append(f"<line x1='{x:.1f}' y1='{axis}' x2='{x:.1f}' y2='{axis + 4}' stroke='#444'/>")
+        parts.append(_svg_text(x, axis + 15, str(percent), "middle", "tick-x"))
+    parts.append(_svg_text(label + 50 * scale, axis + 29, "% of submissions failing", "middle", "axis"))
+    svg = _svg_chart(width, height, parts)
+    return f"<figure role='img' aria-label='share of students failing each check of {html.escape(name)}'>{svg}</figure>"
+
+
+def _columns(counts, ticks, x_label, y_label, title):
+    """Vertical bars, `counts[k]` at x = k, whole-number ticks at `ticks` and on the y axis."""
+    width, height, left, right, top, bottom = 520, 210, 46, 12, 28, 40
+    plot_width, plot_height = width - left - right, height - top - bottom
+    column = plot_width / len(counts)
+    y_step = -(-max(max(counts), 1) // 5)  # whole numbers of students, about five ticks
+    y_top = y_step * -(-max(max(counts), 1) // y_step)
+    parts = [_svg_text(width / 2, 16, title, "middle", "title")]
+    for k, count in enumerate(counts):
+        bar = count / y_top * plot_height
+        parts.append(f"<rect x='{left + (k + 0.05) * column:.1f}' y='{top + plot_height - bar:.1f}' "
+                     f"width='{0.9 * column:.1f}' height='{bar:.1f}' fill='#4477aa'/>")
+    base = top + plot_height
+    parts.append(f"<line x1='{left}' y1='{base}' x2='{width - right}' y2='{base}' stroke='#444'/>")
+    parts.append(f"<line x1='{left}' y1='{top}' x2='{left}' y2='{base}' stroke='#444'/>")
+    for k in ticks:
+        x = left + (k + 0.5) * column
+        parts.append(f"<line x1='{x:.1f}' y1='{base}' x2='{x:.1f}' y2='{base + 4}' stroke='#444'/>")
+        parts.append(_svg_text(x, base + 15, str(k), "middle", "tick-x"))
+    for count in range(0, y_top + 1, y_step):
+        y = base - count / y_top * plot_height
+        parts.append(f"<line x1='{left - 4}' y1='{y:.1f}' x2='{left}' y2='{y:.1f}' stroke='#444'/>")
+        parts.append(_svg_text(left - 7, y + 4, str(count), "end", "tick-y"))
+    parts.append(_svg_text(left + plot_width / 2, height - 6, x_label, "middle", "axis"))
+    parts.append(f"<text x='12' y='{top + plot_height / 2:.1f}' transform='rotate(-90 12 {top + plot_height / 2:.1f})' "
+                 f"text-anchor='middle' class='axis'>{html.escape(y_label)}</text>")
+    return _svg_chart(width, height, parts)
+
+
+def _svg_text(x, y, text, anchor, kind):
+    return f"<text x='{x:.1f}' y='{y:.1f}' text-anchor='{anchor}' class='{kind}'>{html.escape(str(text))}</text>"
+
+
+def _svg_chart(width, height, parts):
+    return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+            f"viewBox='0 0 {width} {height}' font-family='sans-serif' font-size='11' fill='#222'>"
+            + "".join(parts) + "</svg>")
 
 
 # -- progress ------------------------------------------------------------------------

@@ -48,6 +48,7 @@ import bisect
 import collections
 import hashlib
 import html
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -358,7 +359,7 @@ def _html(name, pairs, left_out, compared, threshold):
 def _distribution(similarities, threshold):
     """A histogram of every pair's similarity, with the threshold marked."""
     from matplotlib import ticker
-    figure, axes = report._pyplot().subplots(figsize=(6, 2.4))
+    figure, axes = _pyplot().subplots(figsize=(6, 2.4))
     axes.hist(similarities, bins=[i / 40 for i in range(41)], color="#4477aa")
     axes.axvline(threshold, color="#cc6677", linestyle="--")
     axes.set(xlim=(0, 1), xlabel="similarity", ylabel="pairs (log scale)", yscale="log",
@@ -366,4 +367,20 @@ def _distribution(similarities, threshold):
     axes.yaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
     axes.yaxis.set_minor_formatter(ticker.NullFormatter())
     axes.spines[["top", "right"]].set_visible(False)
-    return f"<figure role='img' aria-label='histogram of the pairs&#39; similarity'>{report._svg(figure)}</figure>"
+    return f"<figure role='img' aria-label='histogram of the pairs&#39; similarity'>{_svg(figure)}</figure>"
+
+
+def _pyplot():
+    """matplotlib's pyplot, drawing without a screen (imported only for this report)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _svg(figure):
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight")
+    _pyplot().close(figure)
+    svg = buffer.getvalue()
+    return svg[svg.index("<svg"):]
