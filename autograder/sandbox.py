@@ -67,7 +67,7 @@ class Limits:
                                         # (or exactly, if fixed_calls)
     wall_factor: float = 2.0            # a cell or call may wait (sleep) this many times its limit
     time_factor: float = 50.0           # below those, a cell or call gets this many times the
-    min_seconds: float = 2.0            # reference's time on it, at least min_seconds (timing.py)
+    min_seconds: float = 1.0            # reference's time on it, at least min_seconds (timing.py)
     fixed_cells: bool = False           # the instructor fixed every cell's limit
     fixed_calls: bool = False           # the instructor fixed every call's limit
     submission_seconds: float = 600.0   # everything the sandbox of one submission does

@@ -12,7 +12,7 @@ these figures depend on the machine).
 
 Grading gives each cell and each call `factor ×` the reference's time on
 the same work, at least `min_seconds` and at most the instructor's ceiling
-(`Limits`: 50×, 2 s, 60 s a cell, 30 s a call by default), in CPU time, and
+(`Limits`: 50×, 1 s, 60 s a cell, 30 s a call by default), in CPU time, and
 `wall_factor` (2) times as much on the clock, for code that sleeps. A
 student's own cells get the largest cell limit of the assignment; an
 assignment with no timing.json (released before this existed) gets the

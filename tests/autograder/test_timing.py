@@ -42,8 +42,8 @@ def test_limits_are_factor_times_the_reference_within_floor_and_ceiling(monkeypa
                                                        "calls": {"f": 0.001, "g": 0.2}})
     cells = [("0", "a"), ("1", "b"), ("2", "c"), ("3", None)]
     derived = timing.timeouts(SLUG, cells, Limits())
-    assert derived.cells == {"0": 2.0, "1": 5.0, "2": 60.0, "3": 60.0}  # floor, 50x, ceiling, own cell
-    assert derived.calls == {"f": 2.0, "g": 10.0} and derived.call == 10.0
+    assert derived.cells == {"0": 1.0, "1": 5.0, "2": 60.0, "3": 60.0}  # floor, 50x, ceiling, own cell
+    assert derived.calls == {"f": 1.0, "g": 10.0} and derived.call == 10.0
     fixed = timing.timeouts(SLUG, cells, Limits(cell_seconds=7, fixed_cells=True, call_seconds=3,
                                                 fixed_calls=True))
     assert set(fixed.cells.values()) == {7} and set(fixed.calls.values()) == {3} and fixed.call == 3
@@ -110,11 +110,11 @@ def test_stuck_attention_costs_one_limit_and_loses_only_its_checks(graded_stuck)
             assert checks[kept].score == maximum[kept], (name, checks[kept])
         first, later = checks["test_attention"], checks["test_attention_masks"]
         assert first.score == later.score == 0
-        assert "scaled_dot_product_attention ran longer than its limit of 2 s" in first.message, first
+        assert "scaled_dot_product_attention ran longer than its limit of 1 s" in first.message, first
         assert "is not called again" in later.message, later  # it failed at once, not after its limit
         assert "in the check cell of task “Scaled dot-product attention”" in later.message, later
         # the submission's note names the task and the function, not a cell number
-        assert any(note.startswith("scaled_dot_product_attention ran longer than its time limit of 2 s in "
+        assert any(note.startswith("scaled_dot_product_attention ran longer than its time limit of 1 s in "
                                    "the check cell of task “Scaled dot-product attention”")
                    for note in result.notes), (name, result.notes)
         assert result.seconds["cells"] < 2 * 2 + 3, (name, result.seconds)  # one limit, not two
@@ -126,9 +126,9 @@ def test_stuck_only_on_hidden_inputs_fails_the_remaining_calls_at_once(graded_st
     checks = {c.name: c for c in result.checks}
     assert result.status == "timeout"
     assert checks["test_attention"].score == 0
-    assert ("ran longer than its limit of 2 s in a check of task “Scaled dot-product attention”"
+    assert ("ran longer than its limit of 1 s in a check of task “Scaled dot-product attention”"
             in checks["test_attention"].message)
-    assert any(note.startswith("scaled_dot_product_attention ran longer than its time limit of 2 s in a check "
+    assert any(note.startswith("scaled_dot_product_attention ran longer than its time limit of 1 s in a check "
                                "of task “Scaled dot-product attention”") for note in result.notes), result.notes
     assert "is not called again" in checks["test_attention_masks"].message
     assert result.seconds["checks"] < 2 * 2 + 3, result.seconds
