@@ -29,6 +29,8 @@ from solutions.language_model import (  # noqa: E402
 from solutions.positional_encoding import sinusoidal_encoding  # noqa: E402
 from solutions.training import adam_step  # noqa: E402
 
+from benchmarks.training import best_of  # noqa: E402
+
 # (name, vocab, d_model, heads, d_ff, layers): the chapter's character model, then 4× wider.
 SIZES = [("chapter", 131, 32, 4, 128, 2), ("4x wider", 131, 128, 4, 512, 2)]
 NEW_TOKENS = 256
@@ -48,17 +50,6 @@ def generate_greedy(params, heads, use_cache):
             logits = language_model_logits(tokens, params, heads)[:, -1]
         tokens = np.concatenate([tokens, np.argmax(logits, axis=-1)[:, None]], axis=1)
     return time.perf_counter() - start
-
-
-def best_of(step, repeats=REPEATS):
-    """The fastest of `repeats` calls, in milliseconds, after one warm-up call."""
-    step()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return 1000 * min(times)
 
 
 def numpy_step(V, d, h, d_ff, layers, tokens):
@@ -124,10 +115,10 @@ def main():
     print(f"{'model':>9} {'d_model':>7} {'B x T':>7} {'NumPy ms':>9} {'PyTorch ms':>10} {'ratio':>6}")
     for name, V, d, h, d_ff, layers in SIZES:
         tokens = np.random.default_rng(0).integers(0, V, size=(BATCH, SEQ_LEN + 1))
-        ours = best_of(numpy_step(V, d, h, d_ff, layers, tokens))
+        ours = best_of(numpy_step(V, d, h, d_ff, layers, tokens), REPEATS)
         line = f"{name:>9} {d:7} {BATCH:>3}x{SEQ_LEN:<3} {ours:9.2f}"
         if torch is not None:
-            theirs = best_of(torch_step(torch, V, d, h, d_ff, layers, tokens))
+            theirs = best_of(torch_step(torch, V, d, h, d_ff, layers, tokens), REPEATS)
             line += f" {theirs:10.2f} {ours / theirs:6.2f}"
         print(line)
 
