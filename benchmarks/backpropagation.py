@@ -28,7 +28,6 @@ import os
 import statistics
 import sys
 import time
-import tracemalloc
 from pathlib import Path
 
 PARSER = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -44,6 +43,7 @@ if __package__ in (None, ""):  # run as a file: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from solutions.backpropagation import multi_head_attention_backward  # noqa: E402
+from solutions.efficient_attention import peak_memory  # noqa: E402
 from solutions.multi_head import multi_head_attention  # noqa: E402
 from solutions.scaled_dot_product import causal_mask  # noqa: E402
 
@@ -70,17 +70,6 @@ def median_time(run, repeats):
     return statistics.median(times)
 
 
-def peak_memory(run):
-    """Peak bytes allocated (and traced) while ``run()`` runs, beyond what existed before."""
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    before = tracemalloc.get_traced_memory()[0]
-    run()
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return peak - before
-
-
 def ours(dtype, repeats):
     X, params, G = problem(dtype)
     mask = causal_mask(T)
@@ -92,7 +81,7 @@ def ours(dtype, repeats):
         return multi_head_attention_backward(X, X, X, params, HEADS, G, mask)
 
     return {"forward": median_time(forward, repeats), "backward": median_time(backward, repeats),
-            "forward_peak": peak_memory(forward), "backward_peak": peak_memory(backward)}
+            "forward_peak": peak_memory(forward)[1], "backward_peak": peak_memory(backward)[1]}
 
 
 def pytorch(dtype, repeats):
