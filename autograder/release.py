@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 
-from .assignment import hidden_points_sentence, tests_of
+from .assignment import Assignment, hidden_points_sentence, tests_of
 from .course import ENGINE, assignments, current, make_course_dir, nbgrader
 from .flags import without_magics
 
@@ -70,9 +70,8 @@ def sync_done_cell(path):
 
     Returns True when the notebook had to be rewritten.
     """
-    tests = tests_of(nbformat.read(path, as_version=4))
-    hidden = hidden_points_sentence(sum(t.points for t in tests if t.hidden.strip()),
-                                    sum(t.points for t in tests))
+    checks = Assignment(Path(path).stem, (), tests_of(nbformat.read(path, as_version=4)), frozenset())
+    hidden = hidden_points_sentence(checks.hidden_points, checks.max_score)
     text = current().done_cell.read_text().rstrip("\n").replace("{notebook}", Path(path).name) \
         .replace("{hidden_points}", hidden)
     return _sync_cell(path, DONE_CELL, text, last=True)

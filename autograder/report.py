@@ -16,6 +16,7 @@ import csv
 import functools
 import html
 import io
+import math
 import re
 import sys
 import urllib.parse
@@ -334,7 +335,8 @@ def _histogram(scores, max_score, name):
     the summary is drawn at the end of every batch, and matplotlib cost more than the grading
     of a small class)."""
     top = int(max_score)
-    counts = collections.Counter(min(max(round(score), 0), top) for score in scores)
+    # column k holds the scores in [k − 0.5, k + 0.5), as before (round() would send 0.5 to 0 and 1.5 to 2)
+    counts = collections.Counter(min(max(math.floor(score + 0.5), 0), top) for score in scores)
     step = -(-(top + 1) // 12)  # at most about 12 labelled scores
     svg = _columns([counts[k] for k in range(top + 1)], range(0, top + 1, step), "score", "students",
                    f"{name}: scores (out of {number(max_score)})")

@@ -64,3 +64,10 @@ def test_score_histograms_have_whole_number_ticks():
         y = re.findall(r"class='tick-y'>([^<]*)<", svg)
         assert x and all(float(t).is_integer() for t in x), x
         assert y and all(float(t).is_integer() for t in y), y
+
+
+def test_score_histograms_put_half_points_in_the_column_above():
+    """Column k holds the scores in [k - 0.5, k + 0.5): 0.5 and 1 share a column, 1.5 goes to 2."""
+    svg = report._histogram([0.5, 1, 1.5], 3, "halves")
+    heights = [float(h) for h in re.findall(r"<rect [^>]*height='([0-9.]+)'", svg)]
+    assert heights[0] == 0 and heights[1] == 2 * heights[2] > 0 and heights[3] == 0, heights
