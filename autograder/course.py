@@ -226,12 +226,17 @@ def assignments():
 
 
 def make_course_dir(root, names):
-    """Lay out a fresh nbgrader course in `root` with the sources of `names`."""
-    root = Path(root)
+    """Lay out a fresh nbgrader course in `root` with the sources of `names` (an nbgrader
+    course: its configuration and its whole source folder, header and footer included)."""
+    root, course = Path(root), current()
+    if course.nbgrader:
+        shutil.copy(course.file, root / course.file.name)
+        shutil.copytree(course.source, root / course.source.relative_to(course.root), dirs_exist_ok=True)
+        return root
     (root / "source").mkdir(parents=True, exist_ok=True)
     shutil.copy(ENGINE / "nbgrader_config.py", root / "nbgrader_config.py")
     for name in names:
-        shutil.copytree(current().source / name, root / "source" / name, dirs_exist_ok=True)
+        shutil.copytree(course.source / name, root / "source" / name, dirs_exist_ok=True)
     return root
 
 

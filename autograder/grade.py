@@ -135,6 +135,9 @@ def grade(submissions, out, workers=None, shard=None, secret=None, limits=Limits
         names = [name for name in assignments() if any(s.assignment == name for s in found)]
         if shard:
             students = [s for s in students if in_shard(s, *shard)]
+        if course.current().nbgrader:  # nbgrader's steps are imported once, before the workers fork
+            for name in names:
+                nbgrader_course.load(course.current().root, name)
         by_key = {(s.student_id, s.assignment): s for s in found}
         todo, results = [], []
         for student in students:

@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 
@@ -150,6 +150,8 @@ def _bwrap(folder, uid, limits, files=()):
         command += ["--ro-bind", str(folder / file.name), f"/sandbox/{file.name}"]
     command += ["--ro-bind", str(folder / "__pycache__"), "/sandbox/__pycache__"]
     for path, relative in files:  # an nbgrader assignment's data and images, read-only
+        for parent in reversed(PurePosixPath(relative).parents[:-1]):  # else made private (0700)
+            command += ["--perms", "0755", "--dir", f"/sandbox/{parent}"]
         command += ["--ro-bind", str(path), f"/sandbox/{relative}"]
     command += ["--chdir", "/sandbox", "--clearenv",
                 "--setenv", "HOME", "/tmp", "--setenv", "PATH", f"{venv / 'bin'}:/usr/bin:/bin",
