@@ -57,10 +57,14 @@ SETTINGS = (
     Setting("done_cell", str, None, "the closing cell of every exercise", path=True),
     Setting("toc", str, None, "the order of the assignments (_toc.yml); without it, alphabetical",
             path=True),
-    Setting("book.chapter", str, "book/{slug}.md", "the chapter of <slug>, relative to the course file", field="chapter"),
-    Setting("book.config", str, None, "the site's configuration (its html.baseurl)", path=True, field="book_config"),
-    Setting("book.url", str, "book/{slug}.html", "a chapter's page, relative to html.baseurl", field="chapter_url"),
-    Setting("book.placeholder_baseurl", str, "", "html.baseurl as the template ships it", field="placeholder_baseurl"),
+    Setting("book.chapter", str, "book/{slug}.md", "the chapter of <slug> (its MyST labels are the "
+            "sections a check cell's `course.section` names)", field="chapter"),
+    Setting("book.config", str, None, "the site's configuration (its html.baseurl)", path=True,
+            field="book_config"),
+    Setting("book.url", str, "book/{slug}.html", "a chapter's page, relative to html.baseurl",
+            field="chapter_url"),
+    Setting("book.placeholder_baseurl", str, "", "html.baseurl as the template ships: grading warns "
+            "while it is still this", field="placeholder_baseurl"),
 )
 
 
@@ -156,7 +160,8 @@ def settings(data, path):
                 raise CourseError(f"{path}: {setting.key!r} must be a name or a list of names")
             value = tuple(value)
         elif value is not None and not isinstance(value, setting.kind):
-            raise CourseError(f"{path}: {setting.key!r} must be a {setting.kind.__name__} ({setting.description})")
+            raise CourseError(f"{path}: {setting.key!r} must be a {setting.kind.__name__} "
+                              f"({setting.description})")
         values[setting.key] = value
     return values
 

@@ -100,7 +100,8 @@ def submission(course, released, kind):
             if kind == "wrong" and _grade_id(cell) == "sum_of_squares":
                 cell.source = "def sum_of_squares(n):\n    return sum(i * i for i in range(n))"
             if kind == "crashing" and _grade_id(cell) == "squares":
-                cell.source = "def squares(n):\n    return [i ** 2 for i in range(1, n + 1)]\nraise RuntimeError('oops')"
+                cell.source = ("def squares(n):\n    return [i ** 2 for i in range(1, n + 1)]\n"
+                               "raise RuntimeError('oops')")
             if kind == "crashing" and _grade_id(cell) == "sum_of_squares":
                 cell.source = "import undefined_module_of_nobody\n" + cell.source
             if kind == "tampered":
@@ -110,7 +111,8 @@ def submission(course, released, kind):
                     cell.source, meta["points"] = "pass", 100
             if kind == "noisy" and _grade_id(cell) == "squares":
                 cell.source = ("import sys\n\ndef squares(n):\n    if n < 1:\n        raise ValueError(n)\n"
-                               "    print('computing', n, file=sys.stderr)\n    return [i ** 2 for i in range(1, n + 1)]")
+                               "    print('computing', n, file=sys.stderr)\n"
+                               "    return [i ** 2 for i in range(1, n + 1)]")
         notebooks[name] = notebook
     return notebooks
 
@@ -143,6 +145,7 @@ def autograde(course, submitted):
         for folder in sorted(target.iterdir()):
             student = folder.name
             submission = gradebook.find_submission(ASSIGNMENT, student)
-            scores[student] = {f"{notebook.name}/{grade.name}": (float(grade.score), bool(grade.needs_manual_grade))
+            scores[student] = {f"{notebook.name}/{grade.name}": (float(grade.score),
+                                                                 bool(grade.needs_manual_grade))
                                for notebook in submission.notebooks for grade in notebook.grades}
     return scores, seconds
