@@ -251,23 +251,20 @@ def _grade_nbgrader(submission, fingerprint, out, limits):
     root = course.current().root
     spec = nbgrader_course.load(root, submission.assignment)
     paths = notebooks(submission, [notebook.name for notebook in spec.notebooks])
-    qualify = len(spec.notebooks) > 1 or spec.notebooks[0].name != spec.name
     checks, notes, statuses, flagged, code, pages, seconds = [], [], [], [], [], {}, {}
     for notebook in spec.notebooks:
-        def check(cell_id, score, points, message="", manual=False):
-            return Check(cell_id, score, points, message, notebook.name if qualify else "", manual)
-
+        label = spec.label(notebook)
         problem = problem_of(paths.get(notebook.name), f"{notebook.name}.ipynb was not handed in")
         if problem is None:
             try:
                 submitted = read_notebook(paths[notebook.name])
             except ValueError as error:
                 problem = ("unreadable", str(error))
-        if problem:
+        if problem:  # its cells score 0, as nbgrader scores a notebook not handed in
             status, reason = problem
             statuses.append(status)
             notes.append(f"{notebook.name}.ipynb: {reason}")
-            checks += [check(cell_id, 0.0, points, f"not graded: {reason}")
+            checks += [Check(cell_id, 0.0, points, f"not graded: {reason}", label)
                        for cell_id, points in notebook.points.items()]
             continue
         cells, problems = nbgrader_course.sanitize(root, notebook, submitted)
@@ -291,12 +288,14 @@ def _grade_nbgrader(submission, fingerprint, out, limits):
         statuses += here
         notes += [f"{notebook.name}.ipynb: {note}" for note in happened]
         seconds = {phase: seconds.get(phase, 0.0) + value for phase, value in sandbox.seconds.items()}
-        found = [check(cell_id, got, points, message, manual) for cell_id, got, points, message, manual
+        found = [Check(cell_id, got, points, message, label, manual) for cell_id, got, points, message, manual
                  in nbgrader_course.score(root, notebook, cells, outputs)]
         checks += found
         page = Result(submission.student_id, f"{submission.assignment}/{notebook.name}.ipynb",
                       min(here, key=STATUSES.index, default="graded"), found, happened)
         pages[notebook.name] = report.feedback_html(page, cells, outputs)
+    if pages:  # a notebook handed in: the submission is not missing, only that notebook
+        statuses = [status for status in statuses if status != "missing"]
     status = min(statuses, key=STATUSES.index, default="graded")
     result = Result(submission.student_id, submission.assignment, status, checks, notes, fingerprint, flagged,
                     {phase: round(s, 4) for phase, s in seconds.items()}, submitted_at=submission.timestamp,
@@ -374,8 +373,7 @@ def sandbox_for(name, cells, limits):
 def _not_graded(submission, status, reason, out, fingerprint="", notes=(), flagged=(), code=()):
     if course.current().nbgrader:
         spec = nbgrader_course.load(course.current().root, submission.assignment)
-        checks = [Check(cell_id, 0.0, points, f"not graded: {reason}", notebook.name if len(spec.notebooks) > 1
-                        or notebook.name != spec.name else "")
+        checks = [Check(cell_id, 0.0, points, f"not graded: {reason}", spec.label(notebook))
                   for notebook in spec.notebooks for cell_id, points in notebook.points.items()]
     else:
         checks = [Check(t.grade_id, 0.0, t.points, f"not graded: {reason}")

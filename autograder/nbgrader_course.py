@@ -102,6 +102,11 @@ class Assignment:
     def max_score(self):
         return sum(notebook.max_score for notebook in self.notebooks)
 
+    def label(self, notebook):
+        """The notebook's name as its checks carry it (details.csv: `<notebook>/<grade_id>`), or ''
+        for an assignment of one notebook named after it."""
+        return "" if len(self.notebooks) == 1 and notebook.name == self.name else notebook.name
+
 
 def nbgrader_meta(cell):
     return cell.get("metadata", {}).get("nbgrader", {})

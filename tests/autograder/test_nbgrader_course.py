@@ -4,7 +4,8 @@
 The course is made by `nbgrader quickstart course101` (plus a hidden test that reads a data
 file beside the notebook, and a test cell that displays partial credit); its students hand in
 nbgrader's layout `submitted/<student>/ps1/<notebook>.ipynb`: right, blank, partly wrong,
-crashing, test cells tampered with, and code that writes to stderr (which nbgrader scores 0).
+crashing, test cells tampered with, code that writes to stderr (which nbgrader scores 0), and
+one notebook of the two ("half").
 Stock nbgrader grades them in the course's own folder; the engine grades the same folder with
 `python -m autograder --course DIR grade`.
 """
@@ -26,6 +27,7 @@ from tests.conftest import submission
 SUBMITTED_AT = "2026-01-01 10:00:00.000000 UTC"
 MANUAL = "needs manual grading"
 WRITER = "open('data/numbers.txt', 'w').write('0')"
+STUDENTS = (*quickstart.KINDS, "half")
 LISTER = ("import os\nprint('notebooks here:', len([f for f in os.listdir('.') if f.endswith('.ipynb')]),\n"
           "      'data:', *os.listdir('data'), 'image:', os.path.isfile('jupyter.png'))")
 
@@ -40,6 +42,8 @@ def batch(tmp_path_factory):
     for kind in quickstart.KINDS:
         quickstart.write_submitted(submitted, kind, quickstart.submission(course101, released, kind),
                                    SUBMITTED_AT if kind == "right" else None)
+    half = quickstart.submission(course101, released, "right")
+    quickstart.write_submitted(submitted, "half", {"problem1": half["problem1"]})
     stock, _ = quickstart.autograde(course101, submitted)
     out = folder / "out"
     process = run_grader("--course", course101, "grade", submitted.parent, "--out", out)
@@ -53,7 +57,7 @@ def ours(out):
             for (student, _), checks in details(out).items()}
 
 
-@pytest.mark.parametrize("kind", quickstart.KINDS)
+@pytest.mark.parametrize("kind", STUDENTS)
 def test_every_cell_scores_as_stock_nbgrader_autograde_scores_it(batch, kind):
     _, _, stock, out = batch
     assert ours(out)[kind] == stock[kind]
@@ -75,12 +79,13 @@ def test_the_batch_has_full_partial_and_zero_marks_and_cells_left_for_a_person(b
 def test_one_row_per_student_with_the_notebooks_scores_summed_and_the_maximum_of_all(batch):
     _, _, stock, out = batch
     rows = grades(out)
-    assert sorted(rows) == sorted((kind, "ps1") for kind in quickstart.KINDS)
-    for kind in quickstart.KINDS:
+    assert sorted(rows) == sorted((kind, "ps1") for kind in STUDENTS)
+    for kind in STUDENTS:
         assert float(rows[kind, "ps1"]["score"]) == sum(score for score, _ in stock[kind].values())
         assert float(rows[kind, "ps1"]["max_score"]) == 15  # 13 of the quickstart, 2 of the partial credit
     assert rows["tampered", "ps1"]["status"] == "invalid-structure"
-    assert rows["right", "ps1"]["status"] == "graded"
+    assert rows["right", "ps1"]["status"] == rows["half", "ps1"]["status"] == "graded"
+    assert float(rows["half", "ps1"]["score"]) == float(rows["right", "ps1"]["score"])  # problem2: all manual
 
 
 def test_the_tests_ran_as_recorded_in_source_with_their_hidden_part(batch):
