@@ -145,7 +145,6 @@ def load(root, name):
 def released(root, path):
     """The Notebook of the source notebook at `path`: nbgrader's generate_assignment steps."""
     from nbgrader import preprocessors as steps
-    from nbgrader.utils import compute_checksum
 
     config, _ = configuration(root)
     config = copy.deepcopy(config)
@@ -169,7 +168,6 @@ def released(root, path):
         if is_grade(cell) or is_task(cell):
             graded.append(meta["grade_id"])
             points[meta["grade_id"]] = float(meta["points"])
-            assert meta["checksum"] == compute_checksum(cell)
     for step in (steps.ClearHiddenTests, steps.ClearMarkScheme, steps.ComputeChecksums, steps.CheckCellMetadata):
         notebook, resources = step(config=config).preprocess(notebook, resources)
     return Notebook(path.stem, tuple(notebook.cells), recorded, tuple(graded), points)
@@ -206,7 +204,8 @@ def sanitize(root, spec, notebook):
                 problems.append(f"the cell `{cell_id}` appears more than once: only the last was graded")
                 cell.metadata.nbgrader = {}
             seen.add(cell_id)
-    for cell in cells:  # OverwriteCells
+    released = {nbgrader_meta(cell).get("grade_id"): cell for cell in spec.cells}
+    for index, cell in enumerate(cells):  # OverwriteCells
         cell_id = nbgrader_meta(cell).get("grade_id")
         if cell_id is None:
             continue
@@ -216,31 +215,26 @@ def sanitize(root, spec, notebook):
             continue
         if cell.cell_type != source.cell_type:
             problems.append(f"the cell `{cell_id}` was changed to {cell.cell_type}: it was put back")
-            cell = _retype(cell, source.cell_type)
+            cell = cells[index] = _retype(cell, source.cell_type)
         cell.metadata.nbgrader["locked"] = is_locked(source)
         if is_grade(cell):
             cell.metadata.nbgrader["points"] = spec.points.get(cell_id, nbgrader_meta(cell).get("points"))
         cell.metadata.nbgrader["checksum"] = nbgrader_meta(source)["checksum"]
         if is_locked(source) and compute_checksum(cell) != nbgrader_meta(source)["checksum"]:
-            if cell.source.strip() != _visible(source.source, root).strip():
+            if cell.source.strip() != released[cell_id].source.strip():
                 problems.append(f"the locked cell `{cell_id}` was edited: it ran as the instructor wrote it")
-            cell.source = source.source
+            # nbgrader puts back the source, and stops ("Inconsistent checksums") if the student
+            # also changed the cell's nbgrader metadata (its `grade` flag): we put back both
+            cell.source, cell.metadata.nbgrader = source.source, copy.deepcopy(nbgrader_meta(source))
     present = {nbgrader_meta(cell).get("grade_id") for cell in cells}
     for cell_id in spec.graded:
         if cell_id not in present:
             problems.append(f"the graded cell `{cell_id}` was deleted" +
-                            (": it was put back" if add_missing_cells(root) else ": it scores 0, as in nbgrader"))
+                            (": it was put back" if add_missing_cells(root) else
+                             ": it is left for manual grading, as nbgrader leaves it"))
     if add_missing_cells(root):
         cells = _put_back(spec, cells, present)
     return [_retype(cell, cell.cell_type) for cell in cells], problems
-
-
-def _visible(source, root):
-    """A recorded test cell's source as released (without its hidden tests)."""
-    from nbgrader.preprocessors import ClearHiddenTests
-    step = ClearHiddenTests(config=configuration(root)[0])
-    begin, end = re.escape(step.begin_test_delimeter), re.escape(step.end_test_delimeter)
-    return re.sub(rf"^[ \t]*### {begin}.*?^[ \t]*### {end}[ \t]*\n?", "", source, flags=re.M | re.S)
 
 
 def _retype(cell, cell_type):
@@ -272,6 +266,8 @@ def _put_back(spec, cells, present):
 def score(root, spec, cells, outputs):
     """[(grade_id, score, max_score, message, manual)] of the notebook's grade cells and tasks,
     in the order of the source: `outputs` are the sandbox's, by the cell's index in `cells`."""
+    from nbgrader.utils import compute_checksum
+
     pattern = ignore_pattern(root)
     found = {}
     for index, cell in enumerate(cells):
@@ -282,7 +278,6 @@ def score(root, spec, cells, outputs):
         if is_task(cell) and not is_grade(cell):
             found[cell_id] = (0.0, MANUAL, True)
         elif is_solution(cell):
-            from nbgrader.utils import compute_checksum
             untouched = compute_checksum(cell) == nbgrader_meta(cell).get("checksum")
             found[cell_id] = (0.0, "no answer", False) if untouched else (0.0, MANUAL, True)
         elif cell.cell_type != "code":
@@ -291,7 +286,8 @@ def score(root, spec, cells, outputs):
             found[cell_id] = _test_score(outputs.get(str(index)), points, pattern)
     rows = []
     for cell_id in spec.graded:
-        got, message, manual = found.get(cell_id, (0.0, "the cell was deleted", False))
+        # a deleted cell: nbgrader's gradebook leaves its grade to a person
+        got, message, manual = found.get(cell_id, (0.0, f"{MANUAL} (the cell was deleted)", True))
         rows.append((cell_id, got, spec.points[cell_id], message, manual))
     return rows
 

@@ -49,7 +49,7 @@ def main(argv=None):
         with open(out / "details.csv", newline="") as file:
             for row in csv.DictReader(file):
                 ours.setdefault(row["student_id"], {})[row["check"]] = (
-                    float(row["score"]), row["message"] == "needs manual grading")
+                    float(row["score"]), row["message"].startswith("needs manual grading"))
     differing = sorted(student for student in stock if ours.get(student) != stock[student])
     cells = sum(len(cells) for cells in stock.values())
     print(f"nbgrader quickstart course101/ps1 (2 notebooks), {args.students} students, {cells} graded cells")

@@ -6,7 +6,8 @@ graded answers; the header notebook), then adds what the quickstart lacks and
 real courses have: a hidden test, a test that reads a data file beside the
 notebook, and a test cell that displays partial credit. `generate` releases it
 with stock nbgrader; `submission` writes a student's notebooks from the release
-(`KINDS`: right, blank, partly wrong, crashing, tampered with); `autograde`
+(`KINDS`: right, blank, partly wrong, crashing, tampered with, writing to
+stderr, deleting test cells); `autograde`
 grades a `submitted/` folder with stock `nbgrader autograde` and reads its
 gradebook.
 
@@ -30,7 +31,7 @@ HIDDEN = ("\n### BEGIN HIDDEN TESTS\nassert squares(3) == [1, 4, 9]\n"
           "n = int(open('data/numbers.txt').read())\nassert len(squares(n)) == n\n### END HIDDEN TESTS\n")
 PARTIAL = ("score = 0\nif squares(2) == [1, 4]:\n    score += 1\n"
            "if squares(4) == [1, 4, 9, 16]:\n    score += 0.5\nscore")
-KINDS = ("right", "blank", "wrong", "crashing", "tampered", "noisy")
+KINDS = ("right", "blank", "wrong", "crashing", "tampered", "noisy", "deleting")
 
 
 class NbgraderFailed(RuntimeError):
@@ -113,6 +114,8 @@ def submission(course, released, kind):
                 cell.source = ("import sys\n\ndef squares(n):\n    if n < 1:\n        raise ValueError(n)\n"
                                "    print('computing', n, file=sys.stderr)\n"
                                "    return [i ** 2 for i in range(1, n + 1)]")
+        if kind == "deleting":  # a test cell deleted
+            notebook.cells = [cell for cell in notebook.cells if _grade_id(cell) != "correct_squares"]
         notebooks[name] = notebook
     return notebooks
 

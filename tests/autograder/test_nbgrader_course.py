@@ -4,8 +4,8 @@
 The course is made by `nbgrader quickstart course101` (plus a hidden test that reads a data
 file beside the notebook, and a test cell that displays partial credit); its students hand in
 nbgrader's layout `submitted/<student>/ps1/<notebook>.ipynb`: right, blank, partly wrong,
-crashing, test cells tampered with, code that writes to stderr (which nbgrader scores 0), and
-one notebook of the two ("half").
+crashing, test cells tampered with, code that writes to stderr (which nbgrader scores 0), a
+test cell deleted (left to a person, as nbgrader leaves it), and one notebook of the two ("half").
 Stock nbgrader grades them in the course's own folder; the engine grades the same folder with
 `python -m autograder --course DIR grade`.
 """
@@ -53,7 +53,8 @@ def batch(tmp_path_factory):
 
 def ours(out):
     """{student: {"<notebook>/<grade_id>": (score, needs manual grading)}} from details.csv."""
-    return {student: {check: (float(row["score"]), row["message"] == MANUAL) for check, row in checks.items()}
+    return {student: {check: (float(row["score"]), row["message"].startswith(MANUAL))
+                      for check, row in checks.items()}
             for (student, _), checks in details(out).items()}
 
 
