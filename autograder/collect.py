@@ -182,13 +182,15 @@ def collect(folder, known, log, lms_pattern=LMS_PATTERN):
 
 
 def refused_rows(refused, known, batch):
-    """Submissions for notebooks `<student_id>/<assignment>.ipynb` that `unpack` refused
-    (a link, too large...), so that they get their row; others were reported by `unpack`."""
+    """Submissions for notebooks of either layout that `unpack` refused (a link, too large...), so
+    that they get their row; others were reported by `unpack`."""
     taken = {(s.student_id, s.assignment) for s in batch}
     rows = []
     for parts, status, reason in refused:
-        if len(parts) >= 2 and parts[-1].endswith(".ipynb"):
-            student, assignment = parts[-2], parts[-1].removesuffix(".ipynb")
+        nested = NBGRADER.parse("/".join(parts[-3:])) if len(parts) >= 3 else None
+        fields = nested if nested and nested["assignment"] in known else FLAT.parse("/".join(parts[-2:]))
+        if fields:
+            student, assignment = fields["student_id"], fields["assignment"]
             if STUDENT_ID.match(student) and assignment in known and (student, assignment) not in taken:
                 taken.add((student, assignment))
                 rows.append(Submission(student, assignment, None, "", (status, reason)))

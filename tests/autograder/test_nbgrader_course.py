@@ -225,3 +225,18 @@ def test_an_nbgrader_course_folder_is_a_course(batch):
     loaded = course.load(course101)
     assert loaded.nbgrader and loaded.id == "course101" and loaded.source == course101 / "source"
     assert course.load(course101 / "nbgrader_config.py") == loaded
+
+
+def test_without_a_toc_the_assignments_are_alphabetical(tmp_path, monkeypatch):
+    for slug in ("zeta", "alpha"):
+        (tmp_path / "source" / slug).mkdir(parents=True)
+        (tmp_path / "source" / slug / f"{slug}.ipynb").write_text("{}")
+    monkeypatch.setenv(course.ENVIRONMENT, str(_course_file(tmp_path, COURSE.replace("REFS", '"demo"'))))
+    course.current.cache_clear()
+    course.assignments.cache_clear()
+    try:
+        assert course.assignments() == ["alpha", "zeta"]
+    finally:
+        monkeypatch.undo()
+        course.current.cache_clear()
+        course.assignments.cache_clear()
