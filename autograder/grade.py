@@ -39,8 +39,8 @@ from . import assignment as assignments_
 from . import course, deadlines, harness, report, tasks, timing
 from .checking import CheckFailed
 from . import nbgrader_course
-from .collect import (LMS_PATTERN, MAX_NOTEBOOK_BYTES, NBGRADER, Layout, Submission, collect, notebooks,
-                      problem_of, refused_rows, unpack)
+from .collect import (LMS_PATTERN, MAX_NOTEBOOK_BYTES, Layout, Submission, collect, notebooks, problem_of,
+                      refused_rows, unpack)
 from .course import assignments
 from .flags import flags
 from .messages import failure_message
@@ -274,9 +274,9 @@ def _grade_nbgrader(submission, fingerprint, out, limits):
                  if cell.cell_type == "code" and not nbgrader_course.is_locked(cell)]
         sandbox = Sandbox([(str(i), cell.source) for i, cell in enumerate(cells) if cell.cell_type == "code"],
                           limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=Timeouts(), files=spec.files)
-        sandbox.places = {str(i): f"the cell `{nbgrader_course.nbgrader_meta(cell).get('grade_id')}`"
-                          if nbgrader_course.nbgrader_meta(cell).get("grade_id") else
-                          f"cell {i + 1} of {notebook.name}.ipynb" for i, cell in enumerate(cells)}
+        ids = [nbgrader_course.nbgrader_meta(cell).get("grade_id") for cell in cells]
+        sandbox.places = {str(i): f"the cell `{cell_id}`" if cell_id else f"cell {i + 1} of {notebook.name}.ipynb"
+                          for i, cell_id in enumerate(ids)}
         try:
             outputs = {output["id"]: output for output in sandbox.run()}
         except SandboxStopped:
@@ -465,8 +465,9 @@ def _fingerprint(submission, version):
     if submission.problem:  # never read: a link, not a file, too large
         content = repr(submission.problem).encode()
     elif submission.path and submission.path.is_dir():  # nbgrader's layout: its notebooks
-        content = b"".join(path.name.encode() + b"\0" + (b"<link>" if path.is_symlink() else path.read_bytes())
-                           for path in sorted(submission.path.glob("*.ipynb")) if not path.is_dir())
+        content = b"".join(path.name.encode() + b"\0" + (repr(problem_of(path)).encode() if problem_of(path)
+                                                        else path.read_bytes())
+                           for path in sorted(submission.path.glob("*.ipynb")))
     else:
         content = submission.path.read_bytes() if submission.path else b"<missing>"
     return hashlib.sha256(version.encode() + hashlib.sha256(content).digest()).hexdigest()
