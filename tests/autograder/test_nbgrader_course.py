@@ -240,3 +240,10 @@ def test_without_a_toc_the_assignments_are_alphabetical(tmp_path, monkeypatch):
         monkeypatch.undo()
         course.current.cache_clear()
         course.assignments.cache_clear()
+
+
+def test_the_readme_describes_every_setting_of_the_course_file():
+    readme = (course.ENGINE.parent / "README.md").read_text(encoding="utf-8")
+    for setting in course.SETTINGS:
+        assert f"| `{setting.key}` |" in readme, setting.key
+    assert "## Grading your own nbgrader course" in readme
