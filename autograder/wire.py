@@ -158,8 +158,9 @@ def _array(blobs, index):
 
 def send(stream, header, blobs=()):
     """Write one message (a JSON-able dict and its blobs) to a binary stream."""
-    frames = [json.dumps({**header, "blobs": len(blobs)}).encode(), *blobs]
-    stream.write(b"".join(_LENGTH.pack(len(frame)) + frame for frame in frames))
+    for frame in (json.dumps({**header, "blobs": len(blobs)}).encode(), *blobs):
+        stream.write(_LENGTH.pack(len(frame)))
+        stream.write(frame)  # frame by frame: no copy of the whole message
     stream.flush()
 
 
