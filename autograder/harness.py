@@ -247,25 +247,27 @@ def compare(actual, expected, name, mistakes=(), variant=None, hint=""):
     """
     if close(actual, expected):
         return True
-    if is_variant(actual, variant):
+    if is_variant(actual, variant, expected):
         return False
     check_close(actual, expected, name, hint() if callable(hint) else hint,
                 mistakes() if callable(mistakes) else mistakes)
     return True  # equal after all (booleans compared exactly)
 
 
-def is_variant(actual, variant):
-    """Whether ``actual`` equals ``variant()`` (NaN where it has NaN): what the reference gives
-    with the student's own earlier functions. False when ``variant`` is None or fails."""
+def is_variant(actual, variant, expected=None):
+    """Whether ``actual`` equals ``variant()``, what the reference gives with the student's own
+    earlier functions, and that variant is finite wherever ``expected`` (the reference's value)
+    is: NaN never equals NaN, so a NaN answer is no variant of anything. False when ``variant``
+    is None or fails."""
     own = None if variant is None else quietly(variant)
     if own is None:
         return False
     try:
-        actual, own = np.asarray(actual, dtype=float), np.asarray(own, dtype=float)
-    except (TypeError, ValueError):
+        own = np.asarray(own, dtype=float)
+        finite = np.isfinite(own) if expected is None else np.isfinite(own)[np.isfinite(expected)]
+    except (TypeError, ValueError, IndexError):  # not numbers, or not of the expected shape
         return False
-    return actual.shape == own.shape and np.array_equal(np.isnan(actual), np.isnan(own)) \
-        and close(np.nan_to_num(actual), np.nan_to_num(own))
+    return bool(np.all(finite)) and close(actual, own)
 
 
 def diagnose(actual, mistakes, where):
