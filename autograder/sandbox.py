@@ -13,7 +13,10 @@ functions through `StudentFunction` proxies: the inputs go to the sandbox as
 plain data, the results come back as plain data (`wire`), and the comparison
 with the reference, hence every point, is decided here. One thing can only
 be observed where the code runs, and a notebook could hide it: whether a
-function changed its arguments in place. The flags (`flags.py`) point at code
+function changed its arguments in place. Memory is decided by a limit the
+notebook cannot raise: `Sandbox.in_memory` runs the notebook again in a
+sandbox whose runner caps its own address space before the first cell
+(`harness.call_in_memory`). The flags (`flags.py`) point at code
 that tries.
 """
 
@@ -48,7 +51,7 @@ GRACE = 5.0  # seconds the grader waits beyond the runner's own alarm before kil
 # In a sandbox for memory checks, glibc's malloc serves arrays of 128 KiB and more from their own
 # mappings, returned when freed (fixing the threshold stops glibc from raising it, and keeping
 # freed arrays, after a large free): what a call frees no longer counts against the cap. It
-# costs page faults (the reference's memory case takes about 5 times as long), so only there.
+# costs page faults (NumPy code with large temporaries takes about twice as long), so only there.
 MALLOC = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
 
 
