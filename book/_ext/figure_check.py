@@ -77,13 +77,11 @@ def _positions(ax):
             xs.append(offsets[:, 0])
             ys.append(offsets[:, 1])
     for container in ax.containers:
-        if isinstance(container, mcontainer.BarContainer):
-            centres = [(bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2)
+        if isinstance(container, mcontainer.BarContainer) and container.patches:
+            vertical = container.orientation == "vertical"
+            centres = [bar.get_x() + bar.get_width() / 2 if vertical else bar.get_y() + bar.get_height() / 2
                        for bar in container.patches]
-            if centres:
-                positions = np.array(centres)
-                (xs if container.orientation == "vertical" else ys).append(
-                    positions[:, 0] if container.orientation == "vertical" else positions[:, 1])
+            (xs if vertical else ys).append(np.array(centres))
     for image in ax.images:
         if isinstance(image, mimage.AxesImage):
             rows, columns = image.get_array().shape[:2]

@@ -57,6 +57,15 @@ def test_half_cells_of_a_heatmap_are_found():
     assert any("y axis: the data sit at whole numbers" in problem for problem in figure_check.problems(fig))
 
 
+def test_bars_at_whole_positions_take_whole_ticks():
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.bar(range(6), [3, 1, 4, 1, 5, 9])
+    ax.set_xticks([0, 2.5, 5])
+    assert any("x axis: the data sit at whole numbers" in problem for problem in figure_check.problems(fig))
+    ax.set_xticks(range(6))
+    assert figure_check.problems(fig) == []
+
+
 def test_real_valued_data_may_have_any_ticks():
     fig, ax = plt.subplots(figsize=(5, 3))
     ax.plot(np.linspace(0, 1, 11), np.linspace(0, 1, 11) ** 2)
