@@ -52,6 +52,15 @@ def _rebound(function, namespace, module):
     return rebound
 
 
+def _names(function):
+    """The global names ``function`` and the functions it closes over read."""
+    names = set(function.__code__.co_names)
+    for cell in function.__closure__ or ():
+        if isinstance(cell.cell_contents, types.FunctionType):
+            names |= _names(cell.cell_contents)
+    return names
+
+
 def _unfinished(task):
     def unfinished(*args, **kwargs):
         raise NotImplementedError()
@@ -75,10 +84,14 @@ def notebook(slug, wrong=None, calls=None):
     namespace, cells = student_namespace(slug, {})
     for name, value in vars(students).items():
         namespace.setdefault(name, value)  # the module's own helpers, where a notebook has none
-    functions = {**students.CORRECT, **dict([wrong] if wrong else [])}
-    for task, function in functions.items():
+    for task, function in students.CORRECT.items():
         function = _rebound(function, namespace, students)
         namespace[task] = function if calls is None else _traced(function, task, calls)
+    if wrong:
+        task, function = wrong
+        # a mistake written as the correct function changed calls it by the task's name
+        own = {**namespace} if task in _names(function) else namespace
+        namespace[task] = _rebound(function, own, students)
     owner = {check: task for task, checks in students.CHECKS_OF_TASK.items() for check in checks}
     graded = {}
     for cell_id, visible in cells.items():
