@@ -32,7 +32,9 @@ UNFINISHED = "unfinished"
 # Words of MISTAKES that name no cause: they show the values or say what is right.
 GENERIC = {"instead of", "raised", "of the whole prefix at position", "the beam search of the task gives"}
 # Mistakes whose code also makes another of its task's: (slug, name) -> the words of those.
-ALSO_MADE = {("language_model", "beam-search-no-penalty"): {"log P without the length penalty"}}  # scores too
+ALSO_MADE = {("language_model", "beam-search-no-penalty"): {"log P without the length penalty"},  # scores too
+             ("training", "adam-pytorch-defaults"): {"0.999"},        # PyTorch's β2 and ε both
+             ("training", "adam-default-eps-1e-8"): {"default"}}      # ε = 1e-8 is PyTorch's default
 
 
 def implementations(slug):
