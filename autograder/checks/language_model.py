@@ -267,6 +267,8 @@ def check_sample_next(sample_next):
               f"sample_next should return an int array of shape ({B},) on {on}, got "
               f"{type(got).__name__} {getattr(got, 'dtype', '')} {getattr(got, 'shape', '')}.")
         expected = sampled(reference.sample_next)
+        if np.array_equal(got, expected):
+            continue
         right = [expected] + [mine for mine in (quietly(lambda f=f: sampled(f)) for f in beside_own)
                               if mine is not None]
         if any(np.array_equal(got, tokens) for tokens in right):
