@@ -34,7 +34,8 @@ GENERIC = {"instead of", "raised", "of the whole prefix at position", "the beam 
 # Mistakes whose code also makes another of its task's: (slug, name) -> the words of those.
 ALSO_MADE = {("language_model", "beam-search-no-penalty"): {"log P without the length penalty"},  # scores too
              ("training", "adam-pytorch-defaults"): {"0.999"},        # PyTorch's β2 and ε both
-             ("training", "adam-default-eps-1e-8"): {"default"}}      # ε = 1e-8 is PyTorch's default
+             ("training", "adam-default-eps-1e-8"): {"default"},      # ε = 1e-8 is PyTorch's default
+             ("efficient_attention", "backward-exp-before-mask"): {"contains NaN or inf"}}  # its exp overflows
 
 
 def implementations(slug):
