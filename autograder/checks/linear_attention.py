@@ -143,10 +143,10 @@ def _attention_cases(rng):
             rng.normal(size=(*lead, T_k, d_v))
     T_q, T_k = (int(n) for n in rng.integers(5, 40, size=2))
     return [
+        ("T_q=7 queries and T_k=4 keys, causal (the first 3 queries see no key)", *qkv((), 7, 4, 3, 3), True),
         ("T_q=4, T_k=7, d_k=3, d_v=2, batch 2", *qkv((2,), 4, 7, 3, 2), False),
         ("T_q=T_k=9, d_k=4, d_v=3, two leading axes (2, 3), causal", *qkv((2, 3), 9, 9, 4, 3), True),
         ("T_q=5 queries after T_k=11 keys, causal", *qkv((2,), 5, 11, 4, 2), True),
-        ("T_q=7 queries and T_k=4 keys, causal (the first 3 queries see no key)", *qkv((), 7, 4, 3, 3), True),
         ("T_q=T_k=150, d_k=4, d_v=2, causal (longer than 64)", *qkv((), 150, 150, 4, 2), True),
         (f"T_q={T_q}, T_k={T_k}, d_k=5, d_v=4, batch 2", *qkv((2,), T_q, T_k, 5, 4), False),
         (f"T_q={T_q}, T_k={T_k}, d_k=5, d_v=4, batch 2, causal", *qkv((2,), T_q, T_k, 5, 4), True),
