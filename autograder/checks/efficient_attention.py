@@ -21,9 +21,7 @@ given ``peak_memory`` (``solutions.efficient_attention.peak_memory``, as here)
 at the same sizes.
 """
 
-import functools
 import math
-import types
 
 import numpy as np
 
@@ -32,12 +30,12 @@ from solutions.backpropagation import scaled_dot_product_attention_backward
 from solutions.scaled_dot_product import masked_softmax, padding_mask, scaled_dot_product_attention
 
 from autograder.checking import check, check_close, check_shape
-from autograder.harness import call, compare, seeded
+from autograder.harness import call, call_in_memory, compare, seeded
 from .positional_encoding import _check_raises_value_error
 
 SEED = 20220527  # FlashAttention (Dao et al.) appeared on arXiv on 27 May 2022
-MEMORY_CASE = (256, 16384, 8, 128)  # T_q, T_k, d, block_size of the memory measurement
-MEMORY_LIMIT = MEMORY_CASE[0] * MEMORY_CASE[1] * 8 // 8  # an eighth of one (T_q, T_k) float64 array
+MEMORY_CASE = (512, 131072, 1, 512)  # T_q, T_k, d (= d_v), block_size of the memory check
+MEMORY_LIMIT = 64 * 2 ** 20  # bytes beyond the baseline: half of one (T_q, T_k) float16 array
 EMPTY = "a query that sees no key (causal, before the first key) has an all-zero output"
 
 
@@ -271,44 +269,26 @@ def _online_without_rescaling(Q, K, V, block_size, causal, rescale_sum, rescale_
         return output, (top + np.log(total))[..., 0]
 
 
-def _in_this_process(function):
-    """Whether `function` runs here, where tracemalloc can see it (not a proxy to the sandbox)."""
-    return isinstance(function, (types.FunctionType, types.BuiltinFunctionType, functools.partial))
-
-
-def _peak_bytes(function, *args, on, **kwargs):
-    """(result, the peak of the memory allocated during the call, in bytes) of function(*args, **kwargs)."""
-    peaks = []
-
-    @functools.wraps(function)
-    def traced(*args, **kwargs):
-        result, peak = reference.peak_memory(function, *args, **kwargs)
-        peaks.append(peak)
-        return result
-    return call(traced, *args, on=on, **kwargs), peaks[0]
-
-
 def _check_tiled(function, backward=False):
-    """Fail a function that forms an array as large as the score matrix (measured in this process)."""
-    if not _in_this_process(function):
-        return  # measured by the visible part of the check cell, in the sandbox
+    """Fail a function that cannot run within MEMORY_LIMIT on the memory case (``call_in_memory``:
+    a hard cap outside the student's reach), or that gives wrong values there."""
     rng = seeded(SEED + 9)
     T_q, T_k, d, block_size = MEMORY_CASE
     Q, K, V = rng.normal(size=(T_q, d)), rng.normal(size=(T_k, d)), rng.normal(size=(T_k, d))
-    description = f"T_q={T_q}, T_k={T_k}, d={d}, block_size={block_size}"
+    description = f"T_q={T_q}, T_k={T_k}, d={d}, block_size={block_size} (the memory case)"
+    expected = reference.flash_attention(Q, K, V, block_size)
     if backward:
-        output, logsumexp = reference.flash_attention(Q, K, V, block_size)
-        args = (Q, K, V, output, logsumexp, rng.normal(size=output.shape), block_size)
+        G = rng.normal(size=expected[0].shape)
+        args = (Q, K, V, *expected, G, block_size)
+        expected = reference.flash_attention_backward(*args)
+        names = ("grad_Q", "grad_K", "grad_V")
     else:
-        args = (Q, K, V, block_size)
-    _, peak = _peak_bytes(function, *args, on=description)
-    name = getattr(function, "__name__", "your function")
-    check(peak <= MEMORY_LIMIT,
-          f"{name} allocated {peak / 2 ** 20:.1f} MiB at once on {description}, where one score "
-          f"block takes {block_size * block_size * 8 / 2 ** 10:.0f} KiB and the whole (T_q, T_k) "
-          f"score matrix {T_q * T_k * 8 / 2 ** 20:.0f} MiB: it forms an array as large as the score "
-          "matrix (or a whole row block of it); go through the keys, and the queries, in blocks of "
-          "block_size.")
+        args, names = (Q, K, V, block_size), ("output", "logsumexp")
+    result = call_in_memory(function, *args, on=description, limit_bytes=MEMORY_LIMIT)
+    values = _unpack(result, names, function, description)
+    for actual, right, name in zip(values, expected, names):
+        _compare(actual, right, f"{name} on {description}", [], "it should equal the reference's",
+                 finite="every query sees every key here")
 
 
 def check_flash_attention(flash_attention):
