@@ -323,7 +323,7 @@ def delta_rule_no_erase(Q, K, V, beta, gate=None):
 CHECKS_OF_TASK = {task: [f"check_{task}"] for task in CORRECT}
 
 ELU, LINEAR, STEP, CHUNKED, DELTA = CHECKS_OF_TASK  # the task names, in order
-MEMORY = "forms an array as large as the (T, T) matrix"
+MEMORY = "did not fit in 64 MiB of memory"
 # name -> (task it replaces, wrong implementation, check that must reject it,
 #          words the check's message must contain)
 MISTAKES = {
@@ -372,8 +372,8 @@ MISTAKES = {
     "delta-no-value-error": (DELTA, delta_no_value_error, "check_delta_rule", "should raise ValueError"),
 }
 
-# Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py (the ones that
-# form whole (T, T) matrices are caught there by the visible memory checks, in the sandbox).
+# Mistakes also graded end to end, in tests/autograder/test_grade.py (the one that forms the whole
+# (T, T) matrix is caught there by the visible memory check and by call_in_memory's second sandbox).
 GRADED_MISTAKES = ["elu-relu", "linear-whole-matrix", "delta-no-erase"]
 MISTAKES["delta-no-erase"] = (DELTA, delta_rule_no_erase, "check_delta_rule", "nothing is erased")
 
