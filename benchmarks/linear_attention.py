@@ -22,9 +22,7 @@ state constant in T (within 20% from 1024 to 16384).
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -35,6 +33,7 @@ import numpy as np  # noqa: E402
 if __package__ in (None, ""):  # run as a file: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.efficient_attention import median_time  # noqa: E402
 from solutions.efficient_attention import flash_attention, peak_memory  # noqa: E402
 from solutions.linear_attention import (  # noqa: E402
     chunked_linear_attention, elu_feature_map, init_linear_attention_state, linear_attention_step)
@@ -45,16 +44,6 @@ PARSER.add_argument("--repeats", type=int, default=3, help="timed runs of each (
 PARSER.add_argument("--chunk-size", type=int, default=64, help="the chunked form's chunk size (default 64)")
 LENGTHS, D, QUADRATIC_UP_TO = (1024, 2048, 4096, 8192, 16384), 64, 8192
 MiB = 2 ** 20
-
-
-def median_time(run, repeats):
-    run()  # warm up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def recurrent(Q, K, V):
@@ -86,7 +75,7 @@ def main(argv=None):
         reference, cells = parallel(Q[:1024], K[:1024], V[:1024]) if T == LENGTHS[0] else None, []
         for name, form in forms.items():
             if T > QUADRATIC_UP_TO and name.startswith(("parallel", "softmax")):
-                cells.append(f"{'skipped (T×T: ' + f'{T * T * 4 / 2 ** 30:.0f} GiB each)':>24}")
+                cells.append(f"{f'skipped ({T * T * 4 / 2 ** 30:.0f} GiB per T×T)':>24}")
                 continue
             result, peak = peak_memory(form, Q, K, V)
             if reference is not None and not name.startswith(("softmax", "flash")):
