@@ -20,13 +20,16 @@ def notebook(elu_source):
 
 
 ELUS = {"unimplemented": "def elu_feature_map(X):\n    raise NotImplementedError()\n",
-        "relu": "def elu_feature_map(X):\n    return np.maximum(X, 0)\n"}
+        "relu": "def elu_feature_map(X):\n    return np.maximum(X, 0)\n",
+        "float64": "def elu_feature_map(X):\n    X = np.asarray(X, dtype=np.float64)\n"
+                   "    return np.where(X > 0, X + 1, np.exp(np.minimum(X, 0)))\n"}
 
 
 @pytest.mark.parametrize("task", ["linear_attention", "linear_attention_step", "chunked_linear_attention"])
 def test_a_task_is_judged_with_the_students_own_feature_map(task):
     """A right function that uses a wrong elu_feature_map keeps its points; when that feature map
     does not run at all, the failure says so instead of blaming the function alone."""
-    getattr(checks, f"check_{task}")(notebook(ELUS["relu"])[task])
+    for wrong in ("relu", "float64"):
+        getattr(checks, f"check_{task}")(notebook(ELUS[wrong])[task])
     with pytest.raises(CheckFailed, match="Your elu_feature_map, which .* uses by default, does not work yet"):
         getattr(checks, f"check_{task}")(notebook(ELUS["unimplemented"])[task])
