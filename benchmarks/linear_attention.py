@@ -4,7 +4,8 @@ and the cost of generating one token with a state or with a cache.
     .venv/bin/python benchmarks/linear_attention.py [--repeats 3] [--chunk-size 64]
 
 One head, d = 64, float32, causal, one thread, at T = 1024 … 16384: the
-median wall time and the peak memory (tracemalloc, which sees NumPy's
+least CPU time of ``--repeats`` runs (the machine is shared: wall time would
+measure the other jobs) and the peak memory (tracemalloc, which sees NumPy's
 arrays) of the recurrent form (``linear_attention_step`` once per token),
 the chunked form (``chunked_linear_attention``), the parallel form (the
 masked ``(T, T)`` product of the features, as the chapter writes it), plain
@@ -23,6 +24,7 @@ state constant in T (within 20% from 1024 to 16384).
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -33,7 +35,6 @@ import numpy as np  # noqa: E402
 if __package__ in (None, ""):  # run as a file: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.efficient_attention import median_time  # noqa: E402
 from solutions.efficient_attention import flash_attention, peak_memory  # noqa: E402
 from solutions.linear_attention import (  # noqa: E402
     chunked_linear_attention, elu_feature_map, init_linear_attention_state, linear_attention_step)
@@ -44,6 +45,18 @@ PARSER.add_argument("--repeats", type=int, default=3, help="timed runs of each (
 PARSER.add_argument("--chunk-size", type=int, default=64, help="the chunked form's chunk size (default 64)")
 LENGTHS, D, QUADRATIC_UP_TO = (1024, 2048, 4096, 8192, 16384), 64, 8192
 MiB = 2 ** 20
+
+
+def cpu_time(run, repeats):
+    """The least CPU time (``time.process_time``) of ``repeats`` runs, after a warm-up: on a machine that
+    other jobs share, wall time measures them too, and even CPU time only gets slower."""
+    run()
+    times = []
+    for _ in range(repeats):
+        start = time.process_time()
+        run()
+        times.append(time.process_time() - start)
+    return min(times)
 
 
 def recurrent(Q, K, V):
@@ -66,7 +79,7 @@ def main(argv=None):
              "parallel (T×T)": parallel,
              "softmax": lambda Q, K, V: scaled_dot_product_attention(Q, K, V, causal_mask(len(Q)))[0],
              "flash (block 128)": lambda Q, K, V: flash_attention(Q, K, V, 128, causal=True)[0]}
-    print(f"one head, d={D}, float32, causal, one thread; median of {args.repeats} runs")
+    print(f"one head, d={D}, float32, causal, one thread; the least CPU time of {args.repeats} runs")
     print(f"{'T':>6}  " + "".join(f"{name:>24}" for name in forms) + "   (ms, peak MiB)")
     rng = np.random.default_rng(0)
     seconds = {}
@@ -80,25 +93,29 @@ def main(argv=None):
             result, peak = peak_memory(form, Q, K, V)
             if reference is not None and not name.startswith(("softmax", "flash")):
                 assert np.allclose(result, reference, rtol=1e-3, atol=1e-4), name  # the three forms agree
-            seconds[name, T] = median_time(lambda: form(Q, K, V), args.repeats if T < 16384 or name != "recurrent"
-                                           else 1)
+            seconds[name, T] = cpu_time(lambda: form(Q, K, V), args.repeats)
             cells.append(f"{seconds[name, T] * 1e3:12.1f} ms {peak / MiB:7.1f} MiB")
         print(f"{T:6}  " + "".join(f"{cell:>24}" for cell in cells), flush=True)
 
-    print("\ngeneration, one new token at position T (median of 200 steps' worth of calls):")
-    state_bytes = (D * D + D) * 4
-    per_token = {}
-    for T in (1024, 4096, 16384):
+    print("\ngeneration, one new token at position T (the least CPU time of 15 rounds of 200 calls; the rounds "
+          "go through the lengths in turn, so that the machine's load falls on all of them alike):")
+    state_bytes, contexts = (D * D + D) * 4, (1024, 4096, 16384)
+    calls = {}
+    for T in contexts:
         keys, values = (rng.standard_normal((T, D), dtype=np.float32) for _ in range(2))
         q, k, v = (rng.standard_normal(D, dtype=np.float32) for _ in range(3))
         state = {"S": rng.standard_normal((D, D), dtype=np.float32),  # any state after T tokens: same size
                  "z": np.abs(rng.standard_normal(D, dtype=np.float32)) * T}
-        with_state = median_time(lambda: [linear_attention_step(q, k, v, state) for _ in range(200)], 5) / 200
-        with_cache = median_time(lambda: [scaled_dot_product_attention(q[None], keys, values) for _ in range(200)],
-                                 5) / 200
-        per_token[T] = with_state
-        print(f"  T={T:6}: with a state {with_state * 1e6:7.1f} µs ({state_bytes / 1024:.1f} KiB kept); "
-              f"with a cache {with_cache * 1e6:8.1f} µs ({2 * T * D * 4 / MiB:.1f} MiB kept)")
+        calls["state", T] = lambda q=q, k=k, v=v, state=state: linear_attention_step(q, k, v, state)
+        calls["cache", T] = lambda q=q, keys=keys, values=values: scaled_dot_product_attention(q[None], keys, values)
+    per_call = {key: [] for key in calls}
+    for _ in range(15):
+        for key, run in calls.items():
+            per_call[key].append(cpu_time(lambda: [run() for _ in range(200)], 1) / 200)
+    per_token = {T: min(per_call["state", T]) for T in contexts}
+    for T in contexts:
+        print(f"  T={T:6}: with a state {per_token[T] * 1e6:7.1f} µs ({state_bytes / 1024:.1f} KiB kept); "
+              f"with a cache {min(per_call['cache', T]) * 1e6:8.1f} µs ({2 * T * D * 4 / MiB:.1f} MiB kept)")
 
     chunked = f"chunked (C={args.chunk_size})"
     ratio = seconds["recurrent", 4096] / seconds[chunked, 4096]
