@@ -29,7 +29,7 @@ import warnings
 
 import numpy as np
 
-from .checking import CheckFailed, check, check_close, close
+from .checking import CheckFailed, check, check_close, close, named_cause
 
 # The grader passes a secret number per submission to the checks it runs
 # (`with secret(number): ...`), so that their inputs cannot be known, or
@@ -121,7 +121,7 @@ def call_in_memory(function, *args, on, limit_bytes, **kwargs):
 
     name = getattr(function, "__name__", "your function")
     limit = f"{limit_bytes / 2 ** 20:.0f} MiB"
-    failed = CheckFailed(f"{name} did not fit in {limit} of memory on {on}: it needs more memory "
+    failed = OutOfMemory(f"{name} did not fit in {limit} of memory on {on}: it needs more memory "
                          "at once than the task allows.")
     if isinstance(function, StudentFunction):
         try:
@@ -129,9 +129,14 @@ def call_in_memory(function, *args, on, limit_bytes, **kwargs):
             with _memory_error_as(failed):
                 return call(bounded, *args, on=on, **kwargs)
         except SandboxStopped as stop:
-            raise CheckFailed(f"{name} could not be run within {limit} of memory on {on} "
+            raise OutOfMemory(f"{name} could not be run within {limit} of memory on {on} "
                               f"({stop.reason}).") from None
     return _call_forked(function, args, kwargs, on, limit_bytes, failed)
+
+
+class OutOfMemory(CheckFailed):
+    """``call_in_memory``'s failure when the call does not fit: a check may catch it to say why
+    in its own words."""
 
 
 class _OutOfMemory(BaseException):
@@ -170,7 +175,7 @@ def _call_forked(function, args, kwargs, on, limit_bytes, failed):
                 with _memory_error_as(failed):
                     message = ("returned", call(function, *args, on=on, **kwargs))
             except CheckFailed as failure:
-                message = ("failed", str(failure))
+                message = ("out of memory" if isinstance(failure, OutOfMemory) else "failed", str(failure))
             tree, blobs = wire.encode(message)
             with os.fdopen(writer, "wb") as stream:
                 wire.send(stream, {"value": tree}, blobs)
@@ -188,8 +193,8 @@ def _call_forked(function, args, kwargs, on, limit_bytes, failed):
         raise failed
     header, blobs = received
     kind, value = wire.decode(header["value"], blobs)
-    if kind == "failed":
-        raise CheckFailed(value)
+    if kind in ("failed", "out of memory"):
+        raise (OutOfMemory if kind == "out of memory" else CheckFailed)(value)
     return value
 
 
@@ -273,9 +278,8 @@ def is_variant(actual, variant, expected=None):
 def diagnose(actual, mistakes, where):
     """Fail naming the mistake of ``mistakes`` (pairs (what it alone gives, what is wrong))
     that gives ``actual``, when exactly one does; do nothing otherwise."""
-    causes = {mistake for wrong, mistake in mistakes if close(actual, wrong)}
-    if len(causes) == 1:
-        cause = causes.pop()
+    cause = named_cause(actual, None, mistakes)
+    if cause is not None:
         raise CheckFailed(f"{where}{cause}.", cause=cause)
 
 

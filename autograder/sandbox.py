@@ -13,7 +13,10 @@ functions through `StudentFunction` proxies: the inputs go to the sandbox as
 plain data, the results come back as plain data (`wire`), and the comparison
 with the reference, hence every point, is decided here. One thing can only
 be observed where the code runs, and a notebook could hide it: whether a
-function changed its arguments in place. The flags (`flags.py`) point at code
+function changed its arguments in place. Memory is decided by a limit the
+notebook cannot raise: `Sandbox.in_memory` runs the notebook again in a
+sandbox whose runner caps its own address space before the first cell
+(`harness.call_in_memory`). The flags (`flags.py`) point at code
 that tries.
 """
 
@@ -45,9 +48,10 @@ HERE = Path(__file__).resolve().parent
 RUNNER_FILES = (HERE / "sandbox_runner.py", HERE / "wire.py")
 SITE_PACKAGES = [folder for folder in site.getsitepackages() if os.path.isdir(folder)]
 GRACE = 5.0  # seconds the grader waits beyond the runner's own alarm before killing it
-# glibc's malloc serves arrays of 128 KiB and more from their own mappings, returned when freed
-# (fixing the threshold stops glibc from raising it, and keeping freed arrays, after a large
-# free): what a call frees no longer counts against a memory check's cap
+# In a sandbox for memory checks, glibc's malloc serves arrays of 128 KiB and more from their own
+# mappings, returned when freed (fixing the threshold stops glibc from raising it, and keeping
+# freed arrays, after a large free): what a call frees no longer counts against the cap. It
+# costs page faults (NumPy code with large temporaries takes about twice as long), so only there.
 MALLOC = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
 
 
@@ -124,9 +128,9 @@ def runner_folder():
     return _RUNNER[0]
 
 
-def _bwrap(folder, uid, limits):
+def _bwrap(folder, uid, limits, environment=None):
     """The bwrap command line that runs the runner files of `folder` (and their bytecode) with
-    nothing else around."""
+    nothing else around (and the variables of `environment`)."""
     prefix, venv = Path(sys.base_prefix), Path(sys.prefix)
     size = str(limits.disk_bytes)
     command = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
@@ -157,7 +161,7 @@ def _bwrap(folder, uid, limits):
                 "--setenv", "HOME", "/tmp", "--setenv", "PATH", f"{venv / 'bin'}:/usr/bin:/bin",
                 "--setenv", "OPENBLAS_NUM_THREADS", "1", "--setenv", "OMP_NUM_THREADS", "1",
                 "--setenv", "MPLBACKEND", "Agg", "--setenv", "MPLCONFIGDIR", "/tmp",
-                *(part for name, value in MALLOC.items() for part in ("--setenv", name, value))]
+                *(part for name, value in (environment or {}).items() for part in ("--setenv", name, value))]
     if uid is None:
         return command
     if os.geteuid() == 0:
@@ -208,7 +212,7 @@ class Sandbox:
         if self.isolate:
             # run as a module, from its bytecode; without `site`, whose .pth files would import the
             # course's editable finder (our own code, unsandboxed, needs it): the packages' folders
-            command = _bwrap(runner, self.uid, self.limits) + [
+            command = _bwrap(runner, self.uid, self.limits, self._environment()) + [
                 python, "-E", "-s", "-S", "-B", "-m", "sandbox_runner", str(theirs.fileno()), *SITE_PACKAGES]
             self._folder = None  # its folders are its own, in memory
         else:
@@ -217,7 +221,7 @@ class Sandbox:
         self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=subprocess.STDOUT, pass_fds=[theirs.fileno()],
                                          cwd=self._folder or runner, start_new_session=True,
-                                         env=None if self.isolate else {**os.environ, **MALLOC})
+                                         env=None if self.isolate else {**os.environ, **self._environment()})
         theirs.close()
         self._socket = ours
         self._reader, self._writer = ours.makefile("rb"), ours.makefile("wb")
@@ -227,6 +231,9 @@ class Sandbox:
         self._output_exceeded = False
         self._monitor = threading.Thread(target=self._drain_output, daemon=True)
         self._monitor.start()
+
+    def _environment(self):
+        return MALLOC if self.memory_above_baseline is not None else {}
 
     @property
     def alive(self):

@@ -18,6 +18,12 @@ to the grader over the socket FD with `wire` messages:
   runner -> {"op": "returned", "cpu_seconds": s} + [result, args, kwargs after the call]
             or {"op": "raised", "error": {...}, "cpu_seconds": s}
 
+limits["memory_above_baseline"], when not null, makes this a sandbox for
+memory checks: before the first cell, the runner reserves BLAS's work buffer,
+reads its own address space (VmSize) and sets its hard RLIMIT_AS to that plus
+those bytes (at most limits["memory_bytes"]), which the student's code cannot
+raise.
+
 Time limits are on CPU time, which measures the work whatever else the
 machine runs (the reference's times are CPU times too), and on wall-clock
 time at limits["wall_factor"] times as much, which stops code that waits
