@@ -35,6 +35,7 @@ GENERIC = {"instead of", "raised", "of the whole prefix at position", "the beam 
 ALSO_MADE = {("language_model", "beam-search-no-penalty"): {"log P without the length penalty"},  # scores too
              ("training", "adam-pytorch-defaults"): {"0.999"},        # PyTorch's β2 and ε both
              ("training", "adam-default-eps-1e-8"): {"default"},      # ε = 1e-8 is PyTorch's default
+             ("training", "adam-pytorch-beta2"): {"default"},  # "the paper's beta2 = 0.98 by default": its β2 is not
              ("efficient_attention", "backward-exp-before-mask"): {"contains NaN or inf"}}  # its exp overflows
 
 
