@@ -27,9 +27,11 @@ if __package__ in (None, ""):  # run as a file: make the repository importable
 import inspect  # noqa: E402
 import textwrap  # noqa: E402
 
-from autograder import grade, similarity  # noqa: E402
+from autograder.engine import course, grade, similarity  # noqa: E402
 from tests.autograder.grading import SLUG, implementations  # noqa: E402
 from tests.autograder.planted_class import CLASS, notebook, write_class  # noqa: E402
+
+COURSE = course.load(Path(__file__).resolve().parent.parent / "course.toml")  # this course
 
 
 def make_class(students, seed=0):
@@ -51,11 +53,11 @@ def main():
     with tempfile.TemporaryDirectory(prefix="similarity-") as folder:
         out = Path(folder)
         write_class(out, make_class(args.students))
-        grade.write_reports(out)  # the summary as `grade` leaves it
+        grade.write_reports(COURSE, out)  # the summary as `grade` leaves it
 
         started = time.perf_counter()
-        given = similarity.boilerplate(SLUG)
-        results = [r for r in grade.load_results(out) if r.assignment == SLUG]
+        given = similarity.boilerplate(COURSE, SLUG)
+        results = [r for r in grade.load_results(COURSE, out) if r.assignment == SLUG]
         loaded = time.perf_counter()
         codes = [similarity.fingerprint(r.student_id, r.code, given) for r in results]
         fingerprinted = time.perf_counter()
@@ -63,7 +65,7 @@ def main():
         compared = time.perf_counter()
 
         begun = time.perf_counter()
-        pairs, left_out = similarity.run(out, SLUG)
+        pairs, left_out = similarity.run(COURSE, out, SLUG)
         total = time.perf_counter() - begun
 
         lines = [sum(header is None for header, _ in code.lines) for code in codes]

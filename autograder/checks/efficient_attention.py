@@ -31,8 +31,8 @@ from solutions import efficient_attention as reference
 from solutions.backpropagation import scaled_dot_product_attention_backward
 from solutions.scaled_dot_product import masked_softmax, padding_mask, scaled_dot_product_attention
 
-from autograder.checking import check, check_close, check_shape
-from autograder.harness import call, compare, seeded
+from autograder.engine.checking import check, check_close, check_shape
+from autograder.engine.harness import call, compare, seeded
 from .positional_encoding import _check_raises_value_error
 
 SEED = 20220527  # FlashAttention (Dao et al.) appeared on arXiv on 27 May 2022

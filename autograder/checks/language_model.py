@@ -18,8 +18,8 @@ from solutions import language_model as reference
 from solutions.training import init_transformer
 from solutions.transformer_decoder import greedy_decode
 
-from autograder.checking import check, check_close, check_shape, close
-from autograder.harness import call, compare, seeded
+from autograder.engine.checking import check, check_close, check_shape, close
+from autograder.engine.harness import call, compare, seeded
 
 SEED = 19042751  # arXiv 1904.09751, Holtzman et al., "The curious case of neural text degeneration"
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import nbformat
 from nbformat.v4 import new_code_cell
 
-from .course import current
 
 HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[ \t]*\n(.*?)^[ \t]*### END HIDDEN TESTS",
                     re.MULTILINE | re.DOTALL)
@@ -73,23 +72,23 @@ def tests_of(source):
 
 
 @functools.cache
-def load(name):
-    """The assignment `name`, from its released notebook and its instructor source."""
-    released = nbformat.read(current().exercises / f"{name}.ipynb", as_version=4)
-    tests = tests_of(nbformat.read(current().notebook(name), as_version=4))
+def load(course, name):
+    """The assignment `name` of `course`, from its released notebook and its instructor source."""
+    released = nbformat.read(course.exercises / f"{name}.ipynb", as_version=4)
+    tests = tests_of(nbformat.read(course.notebook(name), as_version=4))
     solutions = frozenset(grade_id(c) for c in released.cells
                           if c.metadata.get("nbgrader", {}).get("solution"))
     return Assignment(name, tuple(released.cells), tests, solutions)
 
 
-def released_cells(name):
+def released_cells(course, name):
     """The cells of the released notebook(s) of the assignment `name`: for an nbgrader course,
     those of every notebook, as generate_assignment releases them."""
-    if current().nbgrader:
+    if course.nbgrader:
         from . import nbgrader_course
-        spec = nbgrader_course.load(current().root, name)
+        spec = nbgrader_course.load(course.root, name)
         return [cell for notebook in spec.notebooks for cell in notebook.cells]
-    return list(load(name).cells)
+    return list(load(course, name).cells)
 
 
 def fit(assignment, notebook):

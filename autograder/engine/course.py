@@ -3,9 +3,11 @@ is run on it.
 
 The engine names no path, package or chapter of a course: everything it needs
 comes from the course file (README: "Reusing the grader for your course").
-The file is the one named by `python -m autograder --course FILE` (or the
-environment variable AUTOGRADER_COURSE), else the `course.toml` of the current
-folder or the nearest folder above it, else the one next to the engine.
+The command line builds the one Course value (`load`) from the file named by
+`--course FILE`, else the `course.toml` of the current folder or the nearest
+folder above it (`find`), and passes it down to everything that grades,
+releases or reports; nothing reads a course from a module global. A process
+the engine starts (nbgrader) is told the file in AUTOGRADER_COURSE.
 """
 
 import functools
@@ -55,6 +57,8 @@ SETTINGS = (
     Setting("checks", str, REQUIRED, "the package of the hidden checks"),
     Setting("private", tuple, (), "other packages a submission has no business importing"),
     Setting("done_cell", str, None, "the closing cell of every exercise", path=True),
+    Setting("nbgrader_config", str, None, "the course's nbgrader settings (nbgrader_config.py), which "
+            "release copies into its temporary nbgrader course", path=True),
     Setting("toc", str, None, "the order of the assignments (_toc.yml); without it, alphabetical",
             path=True),
     Setting("book.chapter", str, "book/{slug}.md", "the chapter of <slug> (its MyST labels are the "
@@ -78,6 +82,7 @@ class Course:
     checks: str = None          # package of the hidden checks
     private: tuple = ()         # other packages a submission should not import
     done_cell: Path = None      # the closing cell's text, or None
+    nbgrader_config: Path = None  # the course's nbgrader_config.py, or None
     toc: Path = None            # _toc.yml, or None (alphabetical)
     chapter: str = ""           # "book/{slug}.md", relative to root
     book_config: Path = None    # the site's _config.yml (html.baseurl), or None
@@ -177,47 +182,21 @@ def _nbgrader(root):
                   source=nbgrader_course.source_folder(root), kind="nbgrader")
 
 
-def find():
-    """The path of the course file in use (see the module's docstring)."""
-    if os.environ.get(ENVIRONMENT):
-        return Path(os.environ[ENVIRONMENT]).resolve()
+def find(default=None):
+    """The path of the course file of the current folder or the nearest folder above it, else
+    `default` (a course's launcher gives its own)."""
     for folder in [Path.cwd(), *Path.cwd().parents]:
         if (folder / COURSE_FILE).is_file():
             return folder / COURSE_FILE
-    if (ENGINE.parent / COURSE_FILE).is_file():
-        return ENGINE.parent / COURSE_FILE
+    if default is not None:
+        return Path(default)
     raise CourseError(f"no {COURSE_FILE} here or in a folder above, and no --course FILE")
 
 
 @functools.cache
-def current():
-    """The Course in use, read once."""
-    return load(find())
-
-
-def use(path):
-    """Grade the course of the course file at `path` from now on (in this process and the ones
-    it starts): called before anything of a course is read (`--course`), as what the engine
-    derives from a course (assignments, checks, titles) is read once."""
-    os.environ[ENVIRONMENT] = str(Path(path).resolve())
-    current.cache_clear()
-    assignments.cache_clear()
-    return current()
-
-
-def __getattr__(name):
-    """ROOT, SOURCE and EXERCISES of the course in use (for scripts and tests)."""
-    attributes = {"ROOT": "root", "SOURCE": "source", "EXERCISES": "exercises"}
-    if name in attributes:
-        return getattr(current(), attributes[name])
-    raise AttributeError(name)
-
-
-@functools.cache
-def assignments():
-    """The assignments: for a course file, the slugs with an instructor notebook in the order of
-    the toc (alphabetical without one); for an nbgrader course, the folders of source/."""
-    course = current()
+def assignments(course):
+    """The assignments of `course`: for a course file, the slugs with an instructor notebook in
+    the order of the toc (alphabetical without one); for an nbgrader course, the folders of source/."""
     if course.nbgrader:
         return nbgrader_course.assignment_names(course.root)
     if course.toc is None:
@@ -230,34 +209,40 @@ def assignments():
     return [slug for slug in chapters if course.notebook(slug).is_file()]
 
 
-def make_course_dir(root, names):
-    """Lay out a fresh nbgrader course in `root` with the sources of `names` (an nbgrader
-    course: its configuration and its whole source folder, header and footer included)."""
-    root, course = Path(root), current()
+def make_course_dir(course, root, names):
+    """Lay out a fresh nbgrader course in `root` with the sources of `names` of `course` and its
+    nbgrader settings (an nbgrader course: its configuration and its whole source folder, header
+    and footer included)."""
+    root = Path(root)
     if course.nbgrader:
         shutil.copy(course.file, root / course.file.name)
         shutil.copytree(course.source, root / course.source.relative_to(course.root), dirs_exist_ok=True)
         return root
+    if course.nbgrader_config is None:
+        raise CourseError(f"{course.file}: the course file needs the key 'nbgrader_config' "
+                          "(the course's nbgrader_config.py) to release with nbgrader")
     (root / "source").mkdir(parents=True, exist_ok=True)
-    shutil.copy(ENGINE / "nbgrader_config.py", root / "nbgrader_config.py")
+    shutil.copy(course.nbgrader_config, root / "nbgrader_config.py")
     for name in names:
         shutil.copytree(course.source / name, root / "source" / name, dirs_exist_ok=True)
     return root
 
 
-def nbgrader(course_dir, *args, timeout=None):
-    """Run `nbgrader ARGS` in `course_dir`; return the CompletedProcess.
+def nbgrader(course, course_dir, *args, timeout=None):
+    """Run `nbgrader ARGS` in `course_dir`, a folder of `course` (None: a course the engine does not
+    know, such as one being made); return the CompletedProcess.
 
     The interpreter's own bin folder goes first on PATH: nbgrader calls
-    `alembic` (and the kernel `python`) from PATH. The course file in use is
+    `alembic` (and the kernel `python`) from PATH. The course file is
     passed on (nbgrader_config.py reads the course id from it). nbgrader and
     the kernels it starts run in a process group of their own, killed whole on
     timeout (subprocess.TimeoutExpired is raised then), so that no kernel
     outlives it.
     """
-    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-           ENVIRONMENT: str(current().file),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(current().root), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
+    if course is not None:
+        env |= {ENVIRONMENT: str(course.file),
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(course.root), os.environ.get("PYTHONPATH")]))}
     with subprocess.Popen([sys.executable, "-m", "nbgrader", *args], cwd=course_dir, env=env,
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True, start_new_session=True) as process:

@@ -49,7 +49,8 @@ from dataclasses import dataclass
 from datetime import timezone
 from pathlib import Path
 
-from . import course, deadlines
+from . import deadlines
+from .course import assignments, make_course_dir, nbgrader
 from .report import number, plural, spreadsheet_safe
 
 MATCH_COLUMNS = {"canvas": "SIS Login ID", "moodle": "email", "blackboard": "Username"}
@@ -57,8 +58,9 @@ CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Integration 
 POINTS_POSSIBLE = "Points Possible"
 
 
-def read_grades(out):
-    """({(student_id, assignment): score}, {assignment: max_score}, [assignments in order]) of OUT."""
+def read_grades(course, out):
+    """({(student_id, assignment): score}, {assignment: max_score}, [assignments in order]) of OUT
+    (in the order of `course`)."""
     path = Path(out) / "grades.csv"
     if not path.is_file():
         raise ValueError(f"{path} does not exist: is {out} the OUT folder of `grade`?")
@@ -67,7 +69,7 @@ def read_grades(out):
         for row in csv.DictReader(handle):
             scores[row["student_id"], row["assignment"]] = float(row["score"])
             maxima[row["assignment"]] = float(row["max_score"])
-    order = {name: i for i, name in enumerate(course.assignments())}
+    order = {name: i for i, name in enumerate(assignments(course))}
     return scores, maxima, sorted(maxima, key=lambda name: order.get(name, len(order)))
 
 
@@ -107,7 +109,7 @@ class Sheet:
     quoting: int = csv.QUOTE_MINIMAL
 
 
-def export(out, to, output, roster=None, match_column=None, allow_unmatched=False, rescale=False, log=None):
+def export(course, out, to, output, roster=None, match_column=None, allow_unmatched=False, rescale=False, log=None):
     """Write the grades of `out` in the format `to` into `output`; return the students written.
 
     Raises Refused, writing nothing, when a result would get no row (unless
@@ -116,9 +118,9 @@ def export(out, to, output, roster=None, match_column=None, allow_unmatched=Fals
     log = log or (lambda message: print(message, file=sys.stderr))
     if to not in FORMATS:
         raise ValueError(f"unknown format {to!r}: one of {', '.join(sorted(FORMATS))}")
-    scores, maxima, names = read_grades(out)
+    scores, maxima, names = read_grades(course, out)
     if to == "nbgrader":  # every result gets its student, and the maxima are ours
-        return to_nbgrader(out, Path(output), scores, names)
+        return to_nbgrader(course, out, Path(output), scores, names)
     sheet = FORMATS[to](scores, maxima, names, roster, match_column or MATCH_COLUMNS[to])
     unmatched = sorted({student for student, _ in scores} - sheet.matched)
     differ = {name: points for name, points in sheet.points.items() if not math.isclose(points, maxima[name])}
@@ -296,7 +298,7 @@ def to_blackboard(scores, maxima, names, roster, match_column):
     return _sheet(["Username", *titles], students, names, points, hint=hint, quoting=csv.QUOTE_ALL)
 
 
-def to_nbgrader(out, output, scores, names):
+def to_nbgrader(course, out, output, scores, names):
     """Write the results of `out` into the nbgrader gradebook `output` (created or updated)."""
     from nbgrader.api import Gradebook, MissingEntry
 
@@ -305,14 +307,14 @@ def to_nbgrader(out, output, scores, names):
     output = Path(output).resolve()
     output.parent.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{output}"
-    _generate(names, url)
+    _generate(course, names, url)
     policy = deadlines.load(out)
     written = []
     with Gradebook(url) as gradebook:
         for name in names if policy else ():  # nbgrader keeps times in UTC, without a zone
             gradebook.update_or_create_assignment(
                 name, duedate=policy.due.astimezone(timezone.utc).replace(tzinfo=None))
-        for result in load_results(out):
+        for result in load_results(course, out):
             if result.assignment not in names or result.status == "missing":
                 continue  # no submission: nbgrader counts it as zero, as we do
             student = result.student_id
@@ -343,13 +345,13 @@ def to_nbgrader(out, output, scores, names):
     return written
 
 
-def _generate(names, url):
+def _generate(course, names, url):
     """Record each assignment in the gradebook `url` as `nbgrader generate_assignment` does, by
     running it on the instructor sources in a temporary course directory."""
     with tempfile.TemporaryDirectory(prefix="nbgrader-export-") as tmp:
-        course.make_course_dir(tmp, names)
+        make_course_dir(course, tmp, names)
         for name in names:
-            process = course.nbgrader(tmp, "generate_assignment", name, "--force", f"--db={url}", timeout=600)
+            process = nbgrader(course, tmp, "generate_assignment", name, "--force", f"--db={url}", timeout=600)
             if process.returncode != 0:
                 raise ValueError(f"nbgrader generate_assignment {name} failed: {process.stderr[-2000:]}")
 

@@ -8,7 +8,7 @@ import ast
 import functools
 import re
 
-from .course import ENGINE_PACKAGE, current
+from .course import ENGINE_PACKAGE
 
 # The engine's modules, and those of its runner in the sandbox (the course's packages join them).
 ENGINE_MODULES = {ENGINE_PACKAGE, "nbgrader", "wire", "sandbox_runner"}
@@ -27,8 +27,8 @@ def without_magics(source):
     return MAGIC.sub(r"\1\2", SHELL.sub("", source))
 
 
-def flags(sources):
-    """Sentences about what the code `sources` (cell sources) does to the grading, sorted."""
+def flags(course, sources):
+    """Sentences about what the code `sources` (cell sources) does to the grading of `course`, sorted."""
     found = set()
     for source in sources:
         try:
@@ -36,31 +36,31 @@ def flags(sources):
         except (SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):
-            found.update(_flag(node))
+            found.update(_flag(course, node))
     return sorted(found)
 
 
 @functools.cache
-def grader_modules():
+def grader_modules(course):
     """The top-level modules a submission has no business importing: the engine's and the course's."""
-    return ENGINE_MODULES | set(current().packages)
+    return ENGINE_MODULES | set(course.packages)
 
 
 @functools.cache
-def suspicious_words():
+def suspicious_words(course):
     """Words in a string that point at the grader: its modules, its files, the hidden tests."""
-    names = "|".join(re.escape(name) for name in sorted({ENGINE_PACKAGE, *current().references,
-                                                                *filter(None, [current().checks])}))
+    names = "|".join(re.escape(name) for name in sorted({ENGINE_PACKAGE, *course.references,
+                                                                *filter(None, [course.checks])}))
     return re.compile(rf"gradebook|{names}|HIDDEN TESTS|\.npy\b|/proc/\d|/sandbox\b")
 
 
-def _flag(node):
+def _flag(course, node):
     if isinstance(node, ast.Import):
         for alias in node.names:
-            if alias.name.split(".")[0] in grader_modules():
+            if alias.name.split(".")[0] in grader_modules(course):
                 yield f"imports `{alias.name}` (the reference or the grader)"
     elif isinstance(node, ast.ImportFrom) and node.module:
-        if node.module.split(".")[0] in grader_modules():
+        if node.module.split(".")[0] in grader_modules(course):
             yield f"imports from `{node.module}` (the reference or the grader)"
     elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
         targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
@@ -91,8 +91,8 @@ def _flag(node):
             yield f"calls `{name}` (adds an IPython or interpreter hook)"
         if name in ("os.kill", "os.killpg", "os._exit", "os.fork", "signal.signal"):
             yield f"calls `{name}` (processes and signals)"
-    elif isinstance(node, ast.Constant) and isinstance(node.value, str) and suspicious_words().search(node.value):
-        yield f"mentions {suspicious_words().search(node.value).group(0)!r} in a string"
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str) and suspicious_words(course).search(node.value):
+        yield f"mentions {suspicious_words(course).search(node.value).group(0)!r} in a string"
     elif isinstance(node, ast.Attribute) and node.attr in ("__subclasses__", "__globals__", "f_back",
                                                            "f_globals", "modules", "__dict__"):
         yield f"reaches into the interpreter (`.{node.attr}`)"

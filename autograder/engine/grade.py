@@ -36,12 +36,12 @@ from pathlib import Path
 import nbformat
 
 from . import assignment as assignments_
-from . import course, deadlines, harness, report, tasks, timing
+from . import deadlines, harness, report, tasks, timing
 from .checking import CheckFailed
 from . import nbgrader_course
 from .collect import (LMS_PATTERN, MAX_NOTEBOOK_BYTES, Layout, Submission, collect, notebooks, problem_of,
                       refused_rows, unpack)
-from .course import assignments
+from .course import ENGINE, assignments
 from .flags import flags
 from .messages import failure_message
 from .sandbox import Limits, Sandbox, SandboxStopped, Timeouts, check_available
@@ -107,9 +107,9 @@ class Result:
 
 # -- the batch -------------------------------------------------------------------
 
-def grade(submissions, out, workers=None, shard=None, secret=None, limits=Limits(), log=None,
+def grade(course, submissions, out, workers=None, shard=None, secret=None, limits=Limits(), log=None,
           lms_pattern=None, deadline=None):
-    """Grade every submission under `submissions` (a folder or a .zip) into `out`.
+    """Grade every submission of `course` under `submissions` (a folder or a .zip) into `out`.
 
     `shard` = (i, n) grades only the students of share i of n (1-based);
     `deadline` (a deadlines.Policy, or None) is applied to the reports.
@@ -117,27 +117,27 @@ def grade(submissions, out, workers=None, shard=None, secret=None, limits=Limits
     """
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     check_available()
-    if not course.current().nbgrader and tasks.placeholder_base_url():
-        log(f"warning: html.baseurl in {course.current().book_config.name} is still the template's "
-            f"{tasks.base_url()}: the feedback links to the chapters lead nowhere until it is the "
+    if not course.nbgrader and tasks.placeholder_base_url(course):
+        log(f"warning: html.baseurl in {course.book_config.name} is still the template's "
+            f"{tasks.base_url(course)}: the feedback links to the chapters lead nowhere until it is the "
             "published site's address (README: before publishing)")
     out = Path(out)
     (out / "results").mkdir(parents=True, exist_ok=True)  # even for a shard with no students
     key = _secret_key(Path(secret) if secret else out / "secret.key")
     deadlines.save(out, deadline)
-    version = _grader_version(limits)
+    version = _grader_version(course, limits)
     with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
         refused = []
         folder = unpack(Path(submissions), Path(tmp) / "unpacked", log, refused)
-        found = collect(folder, set(assignments()), log, lms_pattern or LMS_PATTERN)
-        found += refused_rows(refused, set(assignments()), found)
+        found = collect(folder, set(assignments(course)), log, lms_pattern or LMS_PATTERN)
+        found += refused_rows(refused, set(assignments(course)), found)
         students = sorted({s.student_id for s in found})
-        names = [name for name in assignments() if any(s.assignment == name for s in found)]
+        names = [name for name in assignments(course) if any(s.assignment == name for s in found)]
         if shard:
             students = [s for s in students if in_shard(s, *shard)]
-        if course.current().nbgrader:  # nbgrader's steps are imported once, before the workers fork
+        if course.nbgrader:  # nbgrader's steps are imported once, before the workers fork
             for name in names:
-                nbgrader_course.load(course.current().root, name)
+                nbgrader_course.load(course.root, name)
         by_key = {(s.student_id, s.assignment): s for s in found}
         todo, results = [], []
         for student in students:
@@ -154,8 +154,8 @@ def grade(submissions, out, workers=None, shard=None, secret=None, limits=Limits
                     todo.append((submission, fingerprint))
         if results:
             log(f"{len(results)} submissions already graded by this grader in {out}: kept")
-        results += _grade_all(todo, out, key, limits, workers or os.cpu_count() or 1, log)
-    write_reports(out)
+        results += _grade_all(course, todo, out, key, limits, workers or os.cpu_count() or 1, log)
+    write_reports(course, out)
     return results
 
 
@@ -165,17 +165,17 @@ def in_shard(student_id, index, count):
     return int.from_bytes(digest[:8], "big") % count == index - 1
 
 
-def _grade_all(todo, out, key, limits, workers, log):
+def _grade_all(course, todo, out, key, limits, workers, log):
     progress = report.Progress(len(todo), log)
     results = []
     if workers == 1 or len(todo) <= 1:
         for submission, fingerprint in todo:
-            results.append(_grade_or_report(submission, fingerprint, out, key, limits))
+            results.append(_grade_or_report(course, submission, fingerprint, out, key, limits))
             progress.update(results[-1])
     else:
         context = multiprocessing.get_context("fork")  # workers start as copies: nothing to import
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            futures = [pool.submit(_grade_or_report, s, f, out, key, limits) for s, f in todo]
+            futures = [pool.submit(_grade_or_report, course, s, f, out, key, limits) for s, f in todo]
             for future in as_completed(futures):
                 results.append(future.result())
                 progress.update(results[-1])
@@ -183,53 +183,53 @@ def _grade_all(todo, out, key, limits, workers, log):
     return results
 
 
-def _grade_or_report(submission, fingerprint, out, key, limits):
+def _grade_or_report(course, submission, fingerprint, out, key, limits):
     """grade_one, or a `crashed` result if the grader itself fails: the batch goes on."""
     try:
-        return grade_one(submission, fingerprint, out, key, limits)
+        return grade_one(course, submission, fingerprint, out, key, limits)
     except Exception as error:
-        return _not_graded(submission, "crashed", f"the grader failed on it ({error})", out)
+        return _not_graded(course, submission, "crashed", f"the grader failed on it ({error})", out)
 
 
 # -- one submission ----------------------------------------------------------------
 
-def grade_one(submission, fingerprint, out, key, limits=Limits()):
-    """Grade one submission; write its result and feedback into `out`; return the result."""
+def grade_one(course, submission, fingerprint, out, key, limits=Limits()):
+    """Grade one submission of `course`; write its result and feedback into `out`; return the result."""
     if submission.problem:
-        return _not_graded(submission, *submission.problem, out, fingerprint)
+        return _not_graded(course, submission, *submission.problem, out, fingerprint)
     if submission.path is None:
-        return _not_graded(submission, "missing", "no notebook was handed in", out, fingerprint)
-    if course.current().nbgrader:
-        return _grade_nbgrader(submission, fingerprint, out, limits)
+        return _not_graded(course, submission, "missing", "no notebook was handed in", out, fingerprint)
+    if course.nbgrader:
+        return _grade_nbgrader(course, submission, fingerprint, out, limits)
     path = notebooks(submission, [submission.assignment]).get(submission.assignment)
     problem = problem_of(path)
     if problem:
-        return _not_graded(submission, *problem, out, fingerprint)
+        return _not_graded(course, submission, *problem, out, fingerprint)
     try:
         notebook = read_notebook(path)
     except ValueError as error:
-        return _not_graded(submission, "unreadable", str(error), out, fingerprint)
+        return _not_graded(course, submission, "unreadable", str(error), out, fingerprint)
 
-    spec = assignments_.load(submission.assignment)
+    spec = assignments_.load(course, submission.assignment)
     cells, problems = assignments_.fit(spec, notebook)
     code = assignments_.own_code(spec, cells)
     released = {cell.source for cell in spec.cells}
-    flagged = flags([cell.source for cell in notebook.cells
+    flagged = flags(course, [cell.source for cell in notebook.cells
                      if cell.cell_type == "code" and cell.source not in released])
-    sandbox = sandbox_for(submission.assignment, cells, limits)
+    sandbox = sandbox_for(course, submission.assignment, cells, limits)
     secret = _seed(key, fingerprint)
     try:
         try:
             outputs = {output["id"]: output for output in sandbox.run()}
         except SandboxStopped as stop:
-            return _not_graded(submission, stop.status, stop.reason, out, fingerprint, problems, flagged, code)
+            return _not_graded(course, submission, stop.status, stop.reason, out, fingerprint, problems, flagged, code)
         visible = {assignments_.grade_id(cell): outputs.get(str(i)) for i, cell in enumerate(cells)}
         checks, restarts, started = [], 0, time.monotonic()
         seconds = sandbox.seconds
         for test in spec.tests:
             if not sandbox.alive and restarts < RESTARTS:
                 sandbox, restarts = _restart(sandbox), restarts + 1
-            sandbox.task = tasks.titles(submission.assignment).get(test.grade_id)  # for its messages
+            sandbox.task = tasks.titles(course, submission.assignment).get(test.grade_id)  # for its messages
             checks.append(_run_test(test, visible.get(test.grade_id), sandbox, secret))
         seconds = {**seconds, "checks": time.monotonic() - started}
     finally:
@@ -240,15 +240,15 @@ def grade_one(submission, fingerprint, out, key, limits=Limits()):
     result = Result(submission.student_id, submission.assignment, status, checks, notes, fingerprint, flagged,
                     {phase: round(s, 4) for phase, s in seconds.items()},
                     submitted_at=submission.timestamp, code=code)
-    _save(out, result, report.feedback_html(result, cells, outputs))
+    _save(out, result, report.feedback_html(course, result, cells, outputs))
     return result
 
 
-def _grade_nbgrader(submission, fingerprint, out, limits):
+def _grade_nbgrader(course, submission, fingerprint, out, limits):
     """Grade one submission of an nbgrader course as `nbgrader autograde` does (nbgrader_course):
     every notebook of the assignment, its test cells run in its sandbox; one result, a page per
     notebook."""
-    root = course.current().root
+    root = course.root
     spec = nbgrader_course.load(root, submission.assignment)
     paths = notebooks(submission, [notebook.name for notebook in spec.notebooks])
     checks, notes, statuses, flagged, code, pages, seconds = [], [], [], [], [], {}, {}
@@ -269,11 +269,12 @@ def _grade_nbgrader(submission, fingerprint, out, limits):
             continue
         cells, problems = nbgrader_course.sanitize(root, notebook, submitted)
         released = {cell.source for cell in notebook.cells}
-        flagged += flags([cell.source for cell in cells if cell.cell_type == "code" and cell.source not in released])
+        flagged += flags(course, [cell.source for cell in cells if cell.cell_type == "code" and cell.source not in released])
         code += [[nbgrader_course.nbgrader_meta(cell).get("grade_id"), cell.source] for cell in cells
                  if cell.cell_type == "code" and not nbgrader_course.is_locked(cell)]
         sandbox = Sandbox([(str(i), cell.source) for i, cell in enumerate(cells) if cell.cell_type == "code"],
-                          limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=Timeouts(), files=spec.files)
+                          limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=Timeouts(), files=spec.files,
+                          hidden=course.packages)
         ids = [nbgrader_course.nbgrader_meta(cell).get("grade_id") for cell in cells]
         sandbox.places = {str(i): f"the cell `{cell_id}`" if cell_id else f"cell {i + 1} of {notebook.name}.ipynb"
                           for i, cell_id in enumerate(ids)}
@@ -293,14 +294,14 @@ def _grade_nbgrader(submission, fingerprint, out, limits):
         checks += found
         page = Result(submission.student_id, f"{submission.assignment}/{notebook.name}.ipynb",
                       min(here, key=STATUSES.index, default="graded"), found, happened)
-        pages[notebook.name] = report.feedback_html(page, cells, outputs)
+        pages[notebook.name] = report.feedback_html(course, page, cells, outputs)
     if pages:  # a notebook handed in: the submission is not missing, only that notebook
         statuses = [status for status in statuses if status != "missing"]
     status = min(statuses, key=STATUSES.index, default="graded")
     result = Result(submission.student_id, submission.assignment, status, checks, notes, fingerprint, flagged,
                     {phase: round(s, 4) for phase, s in seconds.items()}, submitted_at=submission.timestamp,
                     code=code, notebooks=list(pages))
-    _save(out, result, report.notebooks_html(result, list(pages)), pages)
+    _save(out, result, report.notebooks_html(course, result, list(pages)), pages)
     return result
 
 
@@ -319,7 +320,7 @@ def read_notebook(path):
 def _restart(sandbox):
     """A fresh sandbox for the remaining checks: the last one died or was stopped."""
     sandbox.close()
-    fresh = Sandbox(sandbox.cells, sandbox.limits, sandbox.uid, timeouts=sandbox.timeouts)
+    fresh = Sandbox(sandbox.cells, sandbox.limits, sandbox.uid, timeouts=sandbox.timeouts, hidden=sandbox.hidden)
     fresh.events, fresh.deadline = sandbox.events, sandbox.deadline  # no new time
     fresh.stopped = sandbox.stopped  # nor new calls of what ran out of time
     fresh.places = sandbox.places
@@ -359,29 +360,29 @@ def _run_test(test, visible, sandbox, secret):
     return Check(test.grade_id, test.points, test.points)
 
 
-def sandbox_for(name, cells, limits):
-    """The sandbox that runs the fitted `cells` of assignment `name`: its code cells, by index,
-    with the time limits derived from the reference's times (autograder/timing.py)."""
+def sandbox_for(course, name, cells, limits):
+    """The sandbox that runs the fitted `cells` of assignment `name` of `course`: its code cells, by index,
+    with the time limits derived from the reference's times (timing.py)."""
     code = [(str(i), cell.source) for i, cell in enumerate(cells) if cell.cell_type == "code"]
-    timeouts = timing.timeouts(name, [(str(i), assignments_.grade_id(cell)) for i, cell in enumerate(cells)],
+    timeouts = timing.timeouts(course, name, [(str(i), assignments_.grade_id(cell)) for i, cell in enumerate(cells)],
                                limits)
-    sandbox = Sandbox(code, limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=timeouts)
-    sandbox.places = tasks.places(name, cells)  # its messages name the task, not a cell number
+    sandbox = Sandbox(code, limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=timeouts, hidden=course.packages)
+    sandbox.places = tasks.places(course, name, cells)  # its messages name the task, not a cell number
     return sandbox
 
 
-def _not_graded(submission, status, reason, out, fingerprint="", notes=(), flagged=(), code=()):
-    if course.current().nbgrader:
-        spec = nbgrader_course.load(course.current().root, submission.assignment)
+def _not_graded(course, submission, status, reason, out, fingerprint="", notes=(), flagged=(), code=()):
+    if course.nbgrader:
+        spec = nbgrader_course.load(course.root, submission.assignment)
         checks = [Check(cell_id, 0.0, points, f"not graded: {reason}", spec.label(notebook))
                   for notebook in spec.notebooks for cell_id, points in notebook.points.items()]
     else:
         checks = [Check(t.grade_id, 0.0, t.points, f"not graded: {reason}")
-                  for t in assignments_.load(submission.assignment).tests]
+                  for t in assignments_.load(course, submission.assignment).tests]
     result = Result(submission.student_id, submission.assignment, status, checks,
                     [*notes, reason], fingerprint, list(flagged), submitted_at=submission.timestamp,
                     code=list(code))
-    _save(out, result, report.not_graded_html(result, reason))
+    _save(out, result, report.not_graded_html(course, result, reason))
     return result
 
 
@@ -440,23 +441,22 @@ GRADING_MODULES = ("assignment", "checking", "collect", "flags", "grade", "harne
                    "sandbox", "sandbox_runner", "timing", "wire")
 
 
-def graded_files():
-    """The files whose contents decide a grade: the grading code, the course's checks and
-    references, its released and instructor notebooks and the reference's times."""
-    this = course.current()
-    if this.nbgrader:
-        return [*(course.ENGINE / f"{module}.py" for module in GRADING_MODULES + ("nbgrader_course",)),
-                this.file, *sorted(path for path in this.source.rglob("*") if path.is_file())]
-    return [*(course.ENGINE / f"{module}.py" for module in GRADING_MODULES),
-            *(path for package in (this.checks, *this.references) for path in this.package_files(package)),
-            *sorted(this.exercises.glob("*.ipynb")), *sorted(this.source.rglob("*.ipynb")),
-            *sorted(this.source.rglob("timing.json"))]
+def graded_files(course):
+    """The files whose contents decide a grade of `course`: the grading code, the course's checks
+    and references, its released and instructor notebooks and the reference's times."""
+    if course.nbgrader:
+        return [*(ENGINE / f"{module}.py" for module in GRADING_MODULES + ("nbgrader_course",)),
+                course.file, *sorted(path for path in course.source.rglob("*") if path.is_file())]
+    return [*(ENGINE / f"{module}.py" for module in GRADING_MODULES),
+            *(path for package in (course.checks, *course.references) for path in course.package_files(package)),
+            *sorted(course.exercises.glob("*.ipynb")), *sorted(course.source.rglob("*.ipynb")),
+            *sorted(course.source.rglob("timing.json"))]
 
 
-def _grader_version(limits):
+def _grader_version(course, limits):
     """A digest of everything that decides a grade: `graded_files` and the limits."""
     digest = hashlib.sha256(repr(limits).encode())
-    for path in graded_files():
+    for path in graded_files(course):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
@@ -475,9 +475,9 @@ def _fingerprint(submission, version):
 
 # -- outputs -----------------------------------------------------------------------
 
-def load_results(out):
-    """Every result in OUT/results, ordered by student and by the order of the chapters."""
-    order = {name: i for i, name in enumerate(assignments())}
+def load_results(course, out):
+    """Every result in OUT/results, ordered by student and by the order of `course`'s assignments."""
+    order = {name: i for i, name in enumerate(assignments(course))}
     results = []
     for path in sorted((Path(out) / "results").glob("*/*.json")):
         try:
@@ -487,13 +487,13 @@ def load_results(out):
     return sorted(results, key=lambda r: (r.student_id, order.get(r.assignment, len(order))))
 
 
-def write_reports(out):
+def write_reports(course, out):
     """grades.csv, details.csv and summary.html from every result in OUT."""
-    results, policy = load_results(out), deadlines.load(out)
+    results, policy = load_results(course, out), deadlines.load(out)
     write_atomic(out / "grades.csv", report.grades_csv(results, policy))
     write_atomic(out / "details.csv", report.details_csv(results))
     similarity = {path.stem for path in (out / "similarity").glob("*.html")}  # `similarity` wrote them
-    write_atomic(out / "summary.html", report.summary_html(results, policy, similarity))
+    write_atomic(out / "summary.html", report.summary_html(course, results, policy, similarity))
     for result in results:  # what the deadline did, on the student's page
         page = feedback_path(out, result.student_id, result.assignment)
         try:
@@ -505,7 +505,7 @@ def write_reports(out):
             write_atomic(page, updated)
 
 
-def merge(outs, out):
+def merge(course, outs, out):
     """Combine the OUT folders of shards into `out` and rebuild its reports."""
     out = Path(out)
     policies = [policy for policy in map(deadlines.load, outs) if policy]
@@ -520,8 +520,8 @@ def merge(outs, out):
                     target = out / folder / path.relative_to(source / folder)
                     target.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(path, target)
-    write_reports(out)
-    return load_results(out)
+    write_reports(course, out)
+    return load_results(course, out)
 
 
 def write_atomic(path, text):

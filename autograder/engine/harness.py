@@ -155,7 +155,7 @@ def diagnose(actual, mistakes, where):
 def check_weights(weights, allowed, name, keys="keys", row="a query", axis=-1):
     """What every softmax over ``keys`` (along ``axis``) gives, whatever its scores: finite
     weights, 0 where ``allowed`` (the mask broadcast to the weights' shape) is False, all 0
-    for ``row`` with no allowed key. Facts, not causes: shared by the attention checks,
+    for ``row`` with no allowed key. Facts, not causes: shared by the checks,
     which try the known mistakes before and compare the values after."""
     empty = np.broadcast_to(~allowed.any(axis=axis, keepdims=True), allowed.shape)
     check(np.all(np.isfinite(weights)),

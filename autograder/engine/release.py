@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 
 from .assignment import Assignment, hidden_points_sentence, tests_of
-from .course import ENGINE, assignments, current, make_course_dir, nbgrader
+from .course import ENGINE, assignments, make_course_dir, nbgrader
 from .flags import without_magics
 
 HELPERS_CELL = "check_helpers"  # grade_id of the helper cell in every source notebook
@@ -34,25 +34,25 @@ class ReleaseError(RuntimeError):
     pass
 
 
-def release(exercises_dir=None, names=None):
-    """Regenerate the student notebooks of `names` (default: all) into `exercises_dir`
+def release(course, exercises_dir=None, names=None):
+    """Regenerate the student notebooks of `names` (default: all) of `course` into `exercises_dir`
     (default: the course's exercises)."""
-    names = assignments() if names is None else list(names)
+    names = assignments(course) if names is None else list(names)
     for name in names:
-        sync_check_helpers(current().notebook(name))
-        if current().done_cell:
-            sync_done_cell(current().notebook(name))
-        stamp_given_cells(current().notebook(name))
-    exercises_dir = Path(exercises_dir or current().exercises)
+        sync_check_helpers(course.notebook(name))
+        if course.done_cell:
+            sync_done_cell(course, course.notebook(name))
+        stamp_given_cells(course, course.notebook(name))
+    exercises_dir = Path(exercises_dir or course.exercises)
     exercises_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="release-") as tmp:
-        course = make_course_dir(tmp, names)
+        folder = make_course_dir(course, tmp, names)
         for name in names:
-            result = nbgrader(course, "generate_assignment", name, "--force", "--no-db")
+            result = nbgrader(course, folder, "generate_assignment", name, "--force", "--no-db")
             if result.returncode != 0:
                 raise ReleaseError(f"nbgrader generate_assignment {name} failed:\n{result.stderr}")
-            notebook = nbformat.read(course / "release" / name / f"{name}.ipynb", as_version=4)
-            notebook.cells.insert(0, _generated_note(name))
+            notebook = nbformat.read(folder / "release" / name / f"{name}.ipynb", as_version=4)
+            notebook.cells.insert(0, _generated_note(course, name))
             nbformat.write(notebook, exercises_dir / f"{name}.ipynb")
     return [exercises_dir / f"{name}.ipynb" for name in names]
 
@@ -65,14 +65,14 @@ def sync_check_helpers(path):
     return _sync_cell(path, HELPERS_CELL, CHECK_HELPERS.read_text().rstrip("\n"))
 
 
-def sync_done_cell(path):
+def sync_done_cell(course, path):
     """Make the closing cell of the notebook at `path` the course's done cell, for its name.
 
     Returns True when the notebook had to be rewritten.
     """
     checks = Assignment(Path(path).stem, (), tests_of(nbformat.read(path, as_version=4)), frozenset())
     hidden = hidden_points_sentence(checks.hidden_points, checks.max_score)
-    text = current().done_cell.read_text().rstrip("\n").replace("{notebook}", Path(path).name) \
+    text = course.done_cell.read_text().rstrip("\n").replace("{notebook}", Path(path).name) \
         .replace("{hidden_points}", hidden)
     return _sync_cell(path, DONE_CELL, text, last=True)
 
@@ -91,7 +91,7 @@ def _sync_cell(path, grade_id, text, last=False):
     return True
 
 
-def stamp_given_cells(path):
+def stamp_given_cells(course, path):
     """Write into every given cell of the notebook at `path` the definitions it lists.
 
     Returns True when the notebook had to be rewritten. Raises ReleaseError
@@ -114,7 +114,7 @@ def stamp_given_cells(path):
                            "students implement in this notebook: a given cell must not replace them")
     changed = False
     for cell, specs in given:
-        source, needed = given_source(specs)
+        source, needed = given_source(course, specs)
         if needed & students:
             raise ReleaseError(f"{path}: the given cell {specs} uses {sorted(needed & students)}, which "
                                "the students implement in this notebook: give it the course's own")
@@ -128,7 +128,7 @@ def stamp_given_cells(path):
     return changed
 
 
-def given_source(specs):
+def given_source(course, specs):
     """(source, needed): the definitions `specs` ("module:name") with their modules' imports.
 
     `needed` holds the names of the course's references that those
@@ -136,7 +136,7 @@ def given_source(specs):
     what those modules import from the references.
     """
     imports, definitions, needed, modules = [], [], set(), []
-    references = tuple(current().references)
+    references = tuple(course.references)
 
     def is_reference(module):
         return any(module == r or module.startswith(r + ".") for r in references)
@@ -161,7 +161,7 @@ def given_source(specs):
             imports += [ast.get_source_segment(module_source, n) for n in tree.body
                         if isinstance(n, ast.Import) or (isinstance(n, ast.ImportFrom) and not n.level
                                                          and not is_reference(n.module))]
-    files = ", ".join(_relative(path) for path in modules)
+    files = ", ".join(_relative(course, path) for path in modules)
     header = (f"# Given: generated from {files} by `python -m autograder release`.\n"
               "# These functions are correct: run this cell, read it, call them; do not change it.")
     unique_imports = "\n".join(dict.fromkeys(imports))
@@ -191,14 +191,14 @@ def _names_defined(sources):
     return names
 
 
-def _relative(path):
+def _relative(course, path):
     """`path` as the course's authors know it: relative to the course's folder."""
     path = Path(path).resolve()
-    return path.relative_to(current().root).as_posix() if current().root in path.parents else path.name
+    return path.relative_to(course.root).as_posix() if course.root in path.parents else path.name
 
 
-def _generated_note(name):
-    source = _relative(current().notebook(name))
+def _generated_note(course, name):
+    source = _relative(course, course.notebook(name))
     return nbformat.v4.new_markdown_cell(
         f"*This student notebook is generated from `{source}` by "
         "`python -m autograder release`: course authors edit that source, not this file. "

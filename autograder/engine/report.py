@@ -139,15 +139,15 @@ def with_deadline(page, result, policy):
     return _FILLED_SLOT.sub(lambda _: f"<!--deadline-->{note}<!--/deadline-->", page, count=1)
 
 
-def _task(assignment, check, link=True):
+def _task(course, assignment, check, link=True):
     """The task a check grades, by title, and a link to the chapter section that explains it."""
-    title = html.escape(tasks.titles(assignment).get(check, check))
-    url = tasks.section_url(assignment, check) if link else ""
+    title = html.escape(tasks.titles(course, assignment).get(check, check))
+    url = tasks.section_url(course, assignment, check) if link else ""
     return f"{title} (<a href='{html.escape(url)}'>read the chapter</a>)" if url else title
 
 
-def _checks_table(result):
-    rows = "".join(f"<tr><td>{_task(result.assignment, c.name, link=c.score < c.max_score)}"
+def _checks_table(course, result):
+    rows = "".join(f"<tr><td>{_task(course, result.assignment, c.name, link=c.score < c.max_score)}"
                    f"<br><small><code>{html.escape(c.label)}</code></small></td>"
                    f"<td>{number(c.score)} / {number(c.max_score)}</td>"
                    f"<td>{html.escape(c.message) or '✓'}</td></tr>" for c in result.checks)
@@ -162,7 +162,7 @@ def _notes(result):
     return f"<p class='note'>What happened while grading (status <b>{result.status}</b>):</p><ul>{items}</ul>"
 
 
-def feedback_html(result, cells, outputs):
+def feedback_html(course, result, cells, outputs):
     """The student's page: points and reasons per check, then the notebook as it was graded.
 
     `cells` are the graded notebook's cells (check cells as released: the
@@ -173,7 +173,7 @@ def feedback_html(result, cells, outputs):
     scores = {c.name: c for c in result.checks}
     parts = [f"<h1>{html.escape(result.assignment)}: {html.escape(result.student_id)}</h1>",
              f"<h2>Your checks: {number(result.score)} / {number(result.max_score)}</h2>", DEADLINE_SLOT,
-             _checks_table(result), _notes(result), "<h2>Your notebook, as graded</h2>"]
+             _checks_table(course, result), _notes(result), "<h2>Your notebook, as graded</h2>"]
     for index, cell in enumerate(cells):
         if cell.cell_type == "markdown":
             parts.append(f"<div class='cell'>{markdown.render(cell.source)}</div>")
@@ -189,7 +189,7 @@ def feedback_html(result, cells, outputs):
         if output.get("error"):
             parts.append(f"<pre class='err'>{html.escape(failure_message(output['error']))}</pre>")
         if check is not None:
-            task = _task(result.assignment, check.name) if check.score < check.max_score else ""
+            task = _task(course, result.assignment, check.name) if check.score < check.max_score else ""
             parts.append(f"<p><b>{number(check.score)} / {number(check.max_score)}</b> "
                          f"{html.escape(check.message)} {task}</p>")
         parts.append("</div>")
@@ -206,7 +206,7 @@ def _highlighted_once(source):
     return highlight(source, PythonLexer(), CODE)
 
 
-def notebooks_html(result, notebooks):
+def notebooks_html(course, result, notebooks):
     """The page of an nbgrader assignment: its points per check and a link to the page of each
     of its `notebooks` (graded ones; the others are named in its notes)."""
     links = "".join(
@@ -220,20 +220,20 @@ def notebooks_html(result, notebooks):
         f"<h1>{html.escape(result.assignment)}: {html.escape(result.student_id)}</h1>"
         f"<h2>Autograded: {number(result.score)} / {number(result.max_score)}</h2>{DEADLINE_SLOT}"
         + (f"<p>{number(manual)} of these points need manual grading: a person grades them.</p>" if manual else "")
-        + f"<ul>{links}</ul>" + _checks_table(result) + _notes(result)))
+        + f"<ul>{links}</ul>" + _checks_table(course, result) + _notes(result)))
 
 
-def not_graded_html(result, reason):
+def not_graded_html(course, result, reason):
     return _page(f"{result.assignment}: {result.student_id}", (
         f"<h1>{html.escape(result.assignment)}: {html.escape(result.student_id)}</h1>{DEADLINE_SLOT}"
         f"<p>Your submission was not graded (<b>{html.escape(result.status)}</b>): "
         f"{html.escape(reason)}.</p><p>Score: 0 / {number(result.max_score)}. Ask your instructor "
-        "if you believe this is a mistake.</p>" + _checks_table(result)))
+        "if you believe this is a mistake.</p>" + _checks_table(course, result)))
 
 
 # -- the instructor's summary -------------------------------------------------------------
 
-def summary_html(results, policy=None, similarity=()):
+def summary_html(course, results, policy=None, similarity=()):
     """Every student's scores, linked to their feedback; per assignment: score histogram, share
     failing each check with its commonest reasons, and the submissions that were not simply
     graded; with a deadline, who was late and by how much. `similarity`: the assignments with a
@@ -263,7 +263,7 @@ def summary_html(results, policy=None, similarity=()):
         for check in names:
             common = collections.Counter(c.message for c in failed[check]).most_common(3)
             reasons = "<br>".join(f"{count} × {html.escape(message)}" for message, count in common)
-            rows.append(f"<tr><td>{_task(name, check, link=False)} (<code>{html.escape(check)}</code>)</td>"
+            rows.append(f"<tr><td>{_task(course, name, check, link=False)} (<code>{html.escape(check)}</code>)</td>"
                         f"<td>{len(failed[check])} / {len(handed_in)}</td><td>{reasons}</td></tr>")
         parts.append("<table><tr><th>check</th><th>failed</th><th>most common reasons</th></tr>"
                      + "".join(rows) + "</table>")

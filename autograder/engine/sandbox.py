@@ -39,7 +39,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from . import wire
-from .course import ENGINE_PACKAGE, current
+from .course import ENGINE_PACKAGE
 
 HERE = Path(__file__).resolve().parent
 RUNNER_FILES = (HERE / "sandbox_runner.py", HERE / "wire.py")
@@ -120,9 +120,10 @@ def runner_folder():
     return _RUNNER[0]
 
 
-def _bwrap(folder, uid, limits, files=()):
+def _bwrap(folder, uid, limits, files=(), hidden=()):
     """The bwrap command line that runs the runner files of `folder` (and their bytecode) with
-    nothing else around but `files`: (path, relative path) bound read-only in the notebook's folder."""
+    nothing else around but `files`: (path, relative path) bound read-only in the notebook's folder;
+    the packages `hidden` (the course's) and the engine's are hidden should they be installed as copies."""
     prefix, venv = Path(sys.base_prefix), Path(sys.prefix)
     size = str(limits.disk_bytes)
     command = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
@@ -136,7 +137,7 @@ def _bwrap(folder, uid, limits, files=()):
         for parent in reversed(readable.parents[:-1]):
             command += ["--perms", "0755", "--dir", str(parent)]
         command += ["--ro-bind", str(readable), str(readable)]
-    for package in (ENGINE_PACKAGE, *current().packages):  # should they be installed as copies, hide them
+    for package in (ENGINE_PACKAGE, *hidden):
         spec = importlib.util.find_spec(package)
         location = Path(spec.origin).parent if spec and spec.origin else None
         if location and venv in location.parents:
@@ -173,12 +174,13 @@ def _bwrap(folder, uid, limits, files=()):
 class Sandbox:
     """One submission's notebook, running in its sandbox; `run()` then `call()`s."""
 
-    def __init__(self, cells, limits=Limits(), uid=61000, isolate=True, timeouts=Timeouts(), files=()):
+    def __init__(self, cells, limits=Limits(), uid=61000, isolate=True, timeouts=Timeouts(), files=(), hidden=()):
         """`isolate=False` runs the same runner without bubblewrap: only for our own code
         (measuring the reference, or what the sandbox costs). `files`: (path, relative path) of
-        files the notebook reads, bound read-only in its folder."""
+        files the notebook reads, bound read-only in its folder. `hidden`: the course's packages,
+        hidden from the notebook should they be installed as copies."""
         self.cells, self.limits, self.uid, self.isolate = cells, limits, uid, isolate
-        self.files = tuple(files)
+        self.files, self.hidden = tuple(files), tuple(hidden)
         self.timeouts = timeouts
         self.events = []        # (status, reason) of every limit hit or crash
         self.stopped = {}       # function name -> why it is not called again (it ran out of time)
@@ -205,7 +207,7 @@ class Sandbox:
         if self.isolate:
             # run as a module, from its bytecode; without `site`, whose .pth files would import the
             # course's editable finder (our own code, unsandboxed, needs it): the packages' folders
-            command = _bwrap(runner, self.uid, self.limits, self.files) + [
+            command = _bwrap(runner, self.uid, self.limits, self.files, self.hidden) + [
                 python, "-E", "-s", "-S", "-B", "-m", "sandbox_runner", str(theirs.fileno()), *SITE_PACKAGES]
             self._folder = None  # its folders are its own, in memory
         else:

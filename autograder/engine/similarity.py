@@ -179,11 +179,11 @@ def winnow(hashes, window=W):
     return chosen
 
 
-def boilerplate(name):
+def boilerplate(course, name):
     """(lines, hashes) of the released notebook of `name`: its stripped lines of code and every
     K-gram hash of its code cells."""
     lines, hashes = set(), set()
-    for cell in assignments_.released_cells(name):
+    for cell in assignments_.released_cells(course, name):
         if cell.cell_type == "code":
             lines.update(line.strip() for line in cell.source.splitlines() if line.strip())
             hashes.update(kgram_hashes([text for text, _ in normalised_tokens(cell.source)]))
@@ -235,13 +235,13 @@ def compare(codes):
     return sorted(pairs, key=lambda p: (-p.similarity, p.a.student_id, p.b.student_id))
 
 
-def run(out, name, threshold=THRESHOLD):
+def run(course, out, name, threshold=THRESHOLD):
     """Write OUT/similarity/<name>.html and .csv from the results in OUT; return (pairs, left out)
     where `left out` is [(student, why)] of the students not compared."""
     out = Path(out)
-    given = boilerplate(name)
+    given = boilerplate(course, name)
     codes, left_out, notes = [], [], []
-    for result in grade.load_results(out):
+    for result in grade.load_results(course, out):
         if result.assignment != name:
             continue
         if not result.code:
@@ -261,7 +261,7 @@ def run(out, name, threshold=THRESHOLD):
     folder = out / "similarity"
     grade.write_atomic(folder / f"{name}.csv", _csv(pairs))
     grade.write_atomic(folder / f"{name}.html", _html(name, pairs, left_out + notes, len(codes), threshold))
-    grade.write_reports(out)  # the summary links to the report
+    grade.write_reports(course, out)  # the summary links to the report
     return pairs, left_out
 
 

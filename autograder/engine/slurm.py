@@ -18,7 +18,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .course import current
 from .grade import _secret_key
 
 
@@ -26,24 +25,24 @@ class SlurmError(RuntimeError):
     """sbatch is missing or refused a job."""
 
 
-def scripts(submissions, out, shards, grade_args):
-    """(script of the shards, script of the merge) for the job array and the merge job."""
+def scripts(course, submissions, out, shards, grade_args):
+    """(script of the shards, script of the merge) of `course` for the job array and the merge job."""
     python = shlex.quote(sys.executable)
-    head = (f"#!/bin/sh\n# Written by `python -m autograder slurm`.\nset -e\ncd {shlex.quote(str(current().root))}\n"
-            f"export AUTOGRADER_COURSE={shlex.quote(str(current().file))}\n")
+    head = f"#!/bin/sh\n# Written by `python -m autograder.engine slurm`.\nset -e\ncd {shlex.quote(str(course.root))}\n"
+    engine = f"{python} -m autograder.engine --course {shlex.quote(str(course.file))}"
     # One grading worker per CPU that Slurm gave the task, unless the instructor said otherwise.
     workers = [] if any(a.split("=")[0] == "--workers" for a in grade_args) else \
         ["--workers", "${SLURM_CPUS_PER_TASK:-1}"]
-    grade = (f"exec {python} -m autograder grade {shlex.quote(str(submissions))} "
+    grade = (f"exec {engine} grade {shlex.quote(str(submissions))} "
              f"--out {shlex.quote(str(out / 'shards'))}/$SLURM_ARRAY_TASK_ID "
              f"--shard $SLURM_ARRAY_TASK_ID/{shards} "
              + " ".join([*map(shlex.quote, grade_args), *workers]) + "\n")
     folders = " ".join(shlex.quote(str(out / "shards" / str(i))) for i in range(1, shards + 1))
-    merge = f"exec {python} -m autograder merge {folders} --out {shlex.quote(str(out))}\n"
+    merge = f"exec {engine} merge {folders} --out {shlex.quote(str(out))}\n"
     return head + grade, head + merge
 
 
-def submit(submissions, out, shards, grade_args=(), sbatch_options=(), wait=False, log=print):
+def submit(course, submissions, out, shards, grade_args=(), sbatch_options=(), wait=False, log=print):
     """Submit the job array and the merge job; return (array id, merge id, exit status of the
     merge job when `wait`, else None: not 0 when it failed or never ran)."""
     submissions, out = Path(submissions).resolve(), Path(out).resolve()
@@ -53,10 +52,10 @@ def submit(submissions, out, shards, grade_args=(), sbatch_options=(), wait=Fals
         grade_args += ["--secret", str(out / "secret.key")]
     folder = out / "slurm"
     folder.mkdir(parents=True, exist_ok=True)
-    grade_script, merge_script = scripts(submissions, out, shards, grade_args)
+    grade_script, merge_script = scripts(course, submissions, out, shards, grade_args)
     (folder / "grade.sh").write_text(grade_script)
     (folder / "merge.sh").write_text(merge_script)
-    common = ["--parsable", f"--chdir={current().root}", *sbatch_options]
+    common = ["--parsable", f"--chdir={course.root}", *sbatch_options]
     shards_job = _sbatch([*common, f"--array=1-{shards}", "--job-name=grade",
                           f"--output={folder / 'grade-%a.out'}", str(folder / "grade.sh")])
     array = _job_id(shards_job)

@@ -16,7 +16,6 @@ import nbformat
 import yaml
 
 from .assignment import grade_id, load
-from .course import current
 
 HEADING = re.compile(r"^#{2,4}\s+(?:\d+[a-z]?\.\s+)?(?P<title>.+?)(?:\s*\([^()]*\bpoints?\b[^()]*\))?\s*$",
                      re.MULTILINE)
@@ -24,13 +23,13 @@ LABEL = re.compile(r"^\((?P<label>[A-Za-z0-9_-]+)\)=\s*$", re.MULTILINE)
 
 
 @functools.cache
-def titles(name):
+def titles(course, name):
     """{grade_id of a check cell: the title of the task it grades} for the assignment `name`
     (none in an nbgrader course: its checks go by their grade_id)."""
-    if current().nbgrader:
+    if course.nbgrader:
         return {}
     found, title = {}, None
-    for cell in load(name).cells:
+    for cell in load(course, name).cells:
         if cell.cell_type == "markdown":
             headings = HEADING.findall(cell.source)
             title = headings[-1] if headings else title
@@ -40,21 +39,21 @@ def titles(name):
 
 
 @functools.cache
-def sections(name):
+def sections(course, name):
     """{grade_id of a check cell: the label of its chapter section} as the check cells'
     metadata `course.section` of the instructor notebook of `name` gives them."""
     return {grade_id(cell): cell.metadata["course"]["section"]
-            for cell in nbformat.read(current().notebook(name), as_version=4).cells
+            for cell in nbformat.read(course.notebook(name), as_version=4).cells
             if cell.metadata.get("nbgrader", {}).get("grade") and "section" in cell.metadata.get("course", {})}
 
 
-def places(name, cells):
+def places(course, name, cells):
     """{cell id (index in `cells`, a fitted notebook of `name`): where that code cell is, in words
     for a message}: by the title of the task it belongs to, never by a cell number (numbers count
     Markdown cells and are shown nowhere). Only the released headings count: a student's own
     Markdown cannot rename a task."""
-    spec = load(name)
-    released, tasks = {grade_id(c) for c in spec.cells} - {None}, set(titles(name).values())
+    spec = load(course, name)
+    released, tasks = {grade_id(c) for c in spec.cells} - {None}, set(titles(course, name).values())
     found, task = {}, None
     for index, cell in enumerate(cells):
         mine = grade_id(cell) not in released
@@ -68,35 +67,35 @@ def places(name, cells):
     return found
 
 
-def chapter_labels(name):
+def chapter_labels(course, name):
     """The MyST labels `(name)=` of the chapter of `name`, in order ([] without a chapter)."""
-    path = current().root / current().chapter.format(slug=name)
+    path = course.root / course.chapter.format(slug=name)
     return LABEL.findall(path.read_text(encoding="utf-8")) if path.is_file() else []
 
 
-def section_label(name, check):
+def section_label(course, name, check):
     """The label of the section that explains `check`, or '' when the chapter has none."""
-    return sections(name).get(check) or next(iter(chapter_labels(name)), "")
+    return sections(course, name).get(check) or next(iter(chapter_labels(course, name)), "")
 
 
 @functools.cache
-def base_url():
+def base_url(course):
     """The site's address (`html.baseurl` of the course's site config), ending with '/', or ''."""
-    path = current().book_config
+    path = course.book_config
     config = (yaml.safe_load(path.read_text(encoding="utf-8")) if path and path.is_file() else None) or {}
     url = str((config.get("html") or {}).get("baseurl") or "")
     return url if not url or url.endswith("/") else url + "/"
 
 
-def placeholder_base_url():
+def placeholder_base_url(course):
     """Whether the site's address is still the placeholder the course's template ships."""
-    placeholder = current().placeholder_baseurl
-    return bool(placeholder) and base_url().rstrip("/") == placeholder.rstrip("/")
+    placeholder = course.placeholder_baseurl
+    return bool(placeholder) and base_url(course).rstrip("/") == placeholder.rstrip("/")
 
 
-def section_url(name, check):
+def section_url(course, name, check):
     """The address of the chapter section that explains `check`, or '' without a base URL."""
-    if not base_url():
+    if not base_url(course):
         return ""
-    label = section_label(name, check)
-    return f"{base_url()}{current().chapter_url.format(slug=name)}" + (f"#{label}" if label else "")
+    label = section_label(course, name, check)
+    return f"{base_url(course)}{course.chapter_url.format(slug=name)}" + (f"#{label}" if label else "")

@@ -29,7 +29,6 @@ import statistics
 import nbformat
 
 from . import assignment as assignments_
-from .course import current
 from .sandbox import Limits, Sandbox, Timeouts
 
 RUNS = 3  # measurements per assignment; the median of each figure is kept
@@ -42,37 +41,37 @@ class MeasurementError(RuntimeError):
     """The reference did not pass its own assignment: its times would mean nothing."""
 
 
-def path(name):
-    return current().source / name / "timing.json"
+def path(course, name):
+    return course.source / name / "timing.json"
 
 
-def load(name):
+def load(course, name):
     """{"cells": {grade_id: s}, "calls": {function: s}}, or None when never measured."""
     try:
-        data = json.loads(path(name).read_text())
+        data = json.loads(path(course, name).read_text())
         return {"cells": dict(data["cells"]), "calls": dict(data["calls"])}
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def reference_cells(name):
+def reference_cells(course, name):
     """[(grade_id, source)] of the code cells a correct submission runs: the released
     notebook with the instructor's solution cells (which call the reference)."""
-    spec = assignments_.load(name)
-    source = nbformat.read(current().notebook(name), as_version=4)
+    spec = assignments_.load(course, name)
+    source = nbformat.read(course.notebook(name), as_version=4)
     solutions = {assignments_.grade_id(c): c.source for c in source.cells
                  if assignments_.grade_id(c) in spec.solutions}
     return [(assignments_.grade_id(c), solutions.get(assignments_.grade_id(c), c.source))
             for c in spec.cells if c.cell_type == "code" and assignments_.grade_id(c)]
 
 
-def measure_once(name):
+def measure_once(course, name):
     """One run of the reference: ({grade_id: seconds}, {function: slowest call's seconds})."""
-    spec = assignments_.load(name)
+    spec = assignments_.load(course, name)
     # The reference package is not inside the sandbox: this runner runs unisolated (our own code),
     # with the course's folder on its path, where the course's packages are.
-    path_cell = ("course-path", f"import sys\nsys.path.insert(0, {str(current().root)!r})")
-    with Sandbox([path_cell, *reference_cells(name)], Limits(), isolate=False) as sandbox:
+    path_cell = ("course-path", f"import sys\nsys.path.insert(0, {str(course.root)!r})")
+    with Sandbox([path_cell, *reference_cells(course, name)], Limits(), isolate=False) as sandbox:
         outputs = [o for o in sandbox.run() if o["id"] != path_cell[0]]
         failed = [o["id"] for o in outputs if o["error"] is not None]
         for test in spec.tests:
@@ -86,24 +85,24 @@ def measure_once(name):
         return {o["id"]: o["cpu_seconds"] for o in outputs}, dict(sandbox.call_seconds)
 
 
-def measure(name, runs=RUNS):
+def measure(course, name, runs=RUNS):
     """The median over `runs` runs of each cell's and each function's time."""
-    cells, calls = zip(*(measure_once(name) for _ in range(runs)))
+    cells, calls = zip(*(measure_once(course, name) for _ in range(runs)))
     return {"note": NOTE,
             "cells": {k: round(statistics.median(run[k] for run in cells), 4) for k in cells[0]},
             "calls": {k: round(statistics.median(run.get(k, 0.0) for run in calls), 4)
                       for k in sorted(calls[0])}}
 
 
-def write(name, runs=RUNS):
-    target = path(name)
-    target.write_text(json.dumps(measure(name, runs), indent=1, sort_keys=True) + "\n")
+def write(course, name, runs=RUNS):
+    target = path(course, name)
+    target.write_text(json.dumps(measure(course, name, runs), indent=1, sort_keys=True) + "\n")
     return target
 
 
-def timeouts(name, cells, limits=Limits()):
+def timeouts(course, name, cells, limits=Limits()):
     """The Timeouts of one submission of `name`: `cells` are its [(cell id, grade_id or None)]."""
-    measured = load(name) or {"cells": {}, "calls": {}}
+    measured = load(course, name) or {"cells": {}, "calls": {}}
 
     def limit(reference, ceiling, fixed):
         if fixed or reference is None:
@@ -113,7 +112,7 @@ def timeouts(name, cells, limits=Limits()):
     by_grade_id = {g: limit(s, limits.cell_seconds, limits.fixed_cells) for g, s in measured["cells"].items()}
     own_cell = max(by_grade_id.values(), default=limits.cell_seconds)
     calls = {f: limit(s, limits.call_seconds, limits.fixed_calls) for f, s in measured["calls"].items()}
-    spec = assignments_.load(name)
+    spec = assignments_.load(course, name)
     course_cells = {assignments_.grade_id(c) for c in spec.cells} - spec.solutions - {None}
     return Timeouts(cells={cell_id: by_grade_id.get(grade_id, own_cell) for cell_id, grade_id in cells},
                     calls=calls, call=max(calls.values(), default=limits.call_seconds),

@@ -17,22 +17,22 @@ from .messages import failure_message
 from .sandbox import Limits, SandboxStopped, SandboxUnavailable, check_available
 
 
-def validate(path, name=None, limits=Limits()):
-    """(ok, lines): whether the notebook at `path` is gradable and passes every visible check,
+def validate(course, path, name=None, limits=Limits()):
+    """(ok, lines): whether the notebook at `path` is gradable in `course` and passes every visible check,
     and one line per problem and per check cell, for the student."""
     name = name or path.stem
-    if name not in assignments():
+    if name not in assignments(course):
         return False, [f"{path.name}: not an assignment of this course; name it <assignment>.ipynb or "
-                       f"give --assignment, one of: {', '.join(assignments())}"]
+                       f"give --assignment, one of: {', '.join(assignments(course))}"]
     try:
         check_available()
         notebook = read_notebook(path)
     except (SandboxUnavailable, ValueError) as error:
         return False, [f"not validated: {error}"]
-    spec = assignments_.load(name)
+    spec = assignments_.load(course, name)
     cells, problems = assignments_.fit(spec, notebook)
     lines = [f"structure: {problem}" for problem in problems]
-    sandbox = sandbox_for(name, cells, limits)  # as the grader runs it, with its limits
+    sandbox = sandbox_for(course, name, cells, limits)  # as the grader runs it, with its limits
     try:
         outputs = {output["id"]: output for output in sandbox.run()}
     except SandboxStopped as stop:
@@ -44,7 +44,7 @@ def validate(path, name=None, limits=Limits()):
     visible = {assignments_.grade_id(cell): outputs.get(str(i)) for i, cell in enumerate(cells)}
     for test in spec.tests:
         output = visible.get(test.grade_id)
-        title = tasks.titles(name).get(test.grade_id, test.grade_id)
+        title = tasks.titles(course, name).get(test.grade_id, test.grade_id)
         if output is None:
             verdict = "FAIL: the notebook stopped before this check ran"
         elif output["error"] is not None:
@@ -53,7 +53,7 @@ def validate(path, name=None, limits=Limits()):
             verdict = "ok (visible checks; more checks run at grading)"
         if not verdict.startswith("ok"):
             passed = False
-            url = tasks.section_url(name, test.grade_id)
+            url = tasks.section_url(course, name, test.grade_id)
             verdict += f" (the chapter explains it: {url})" if url else ""
         lines.append(f"{title} [{test.grade_id}, {test.points:g} point{'s' * (test.points != 1)}]: {verdict}")
     lines.append(assignments_.hidden_points_sentence(spec.hidden_points, spec.max_score))

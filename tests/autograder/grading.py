@@ -7,7 +7,8 @@ import sys
 
 import nbformat
 
-from autograder import course
+from autograder.engine import course
+from tests.support import COURSE
 
 SLUG = "scaled_dot_product"  # the assignment of the fixtures that are about grading, not content
 
@@ -17,7 +18,7 @@ def implementations(slug):
 
 
 def max_score(slug):
-    notebook = nbformat.read(course.SOURCE / slug / f"{slug}.ipynb", as_version=4)
+    notebook = nbformat.read(COURSE.source / slug / f"{slug}.ipynb", as_version=4)
     return sum(c.metadata["nbgrader"].get("points", 0) for c in notebook.cells
                if c.metadata.get("nbgrader", {}).get("grade"))
 
@@ -34,7 +35,7 @@ def write(folder, student, notebook_or_text, slug=SLUG):
 
 def run_grader(*args, timeout=1200):
     """`python -m autograder ARGS`; the finished process (its exit status is checked by callers)."""
-    return subprocess.run([sys.executable, "-m", "autograder", *map(str, args)], cwd=course.ROOT,
+    return subprocess.run([sys.executable, "-m", "autograder", *map(str, args)], cwd=COURSE.root,
                           capture_output=True, text=True, timeout=timeout)
 
 

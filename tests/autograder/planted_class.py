@@ -14,9 +14,10 @@ import textwrap
 
 import nbformat
 
-from autograder import assignment as assignments_
-from autograder.course import EXERCISES
-from autograder.grade import Check, Result
+from autograder.engine import assignment as assignments_
+from autograder.engine.course import EXERCISES
+from autograder.engine.grade import Check, Result
+from tests.support import COURSE
 from tests.autograder.grading import SLUG, implementations
 
 A = {task: textwrap.dedent(inspect.getsource(function)) for task, function in
@@ -309,7 +310,7 @@ def notebook(answers, added=()):
 
 def result(student, handed_in):
     """The Result the grader would keep for `handed_in` (its checks are not run: not needed here)."""
-    spec = assignments_.load(SLUG)
+    spec = assignments_.load(COURSE, SLUG)
     cells, _ = assignments_.fit(spec, handed_in)
     return Result(student, SLUG, "graded", [Check(t.grade_id, 0.0, t.points) for t in spec.tests],
                   code=assignments_.own_code(spec, cells))

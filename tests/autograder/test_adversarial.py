@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder import grade
-from autograder.course import ROOT
-from autograder.sandbox import Limits
+from autograder.engine import grade
+from autograder.engine.course import ROOT
+from autograder.engine.sandbox import Limits
+from tests.support import COURSE
 from tests.autograder import adversarial
 from tests.autograder.adversarial import ALL_CHEATS, CACHE_SLUG, HONEST, HONEST_UNSTABLE, SLUG
 from tests.autograder.grading import write
@@ -62,7 +63,7 @@ def git_status():
 
 
 def results_in(out):
-    return {(r.student_id, r.assignment): r for r in grade.load_results(out)}
+    return {(r.student_id, r.assignment): r for r in grade.load_results(COURSE, out)}
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +97,7 @@ def grade_in_process(tmp_path, secret, notebooks, workers=1):
     folder, out = tmp_path / "submissions", tmp_path / "out"
     for student, (slug, notebook) in notebooks.items():
         write(folder, student, notebook, slug)
-    grade.grade(folder, out, workers=workers, secret=secret, limits=LIMITS, log=lambda _: None)
+    grade.grade(COURSE, folder, out, workers=workers, secret=secret, limits=LIMITS, log=lambda _: None)
     return results_in(out)
 
 

@@ -9,7 +9,8 @@ import sys
 import pytest
 import yaml
 
-from autograder import course, slurm
+from autograder.engine import course, slurm
+from tests.support import COURSE
 from benchmarks.batch import write_batch
 from tests.autograder.grading import SLUG, details, grades, run_grader
 from tests.autograder.slurm_cluster import single_node_slurm
@@ -29,7 +30,7 @@ def test_slurm_grades_a_batch_in_shards_as_one_grade_does(tmp_path):
     def run_slurm(out, secret):
         return subprocess.run([sys.executable, "-m", "autograder", "slurm", submissions, "--out", out,
                                "--shards", "3", "--wait", "--secret", secret, "--memory", "1024"],
-                              cwd=course.ROOT, env=env, capture_output=True, text=True, timeout=1200)
+                              cwd=COURSE.root, env=env, capture_output=True, text=True, timeout=1200)
 
     with single_node_slurm(tmp_path / "slurm") as env:
         daemons_env = env
@@ -54,13 +55,13 @@ def test_slurm_grades_a_batch_in_shards_as_one_grade_does(tmp_path):
 
 
 def test_slurm_job_scripts_grade_shard_i_of_n_and_merge_all(tmp_path):
-    grade_script, merge_script = slurm.scripts(tmp_path / "in", tmp_path / "out", 5, ["--memory", "512"])
+    grade_script, merge_script = slurm.scripts(COURSE, tmp_path / "in", tmp_path / "out", 5, ["--memory", "512"])
     assert "--shard $SLURM_ARRAY_TASK_ID/5" in grade_script
     assert f"--out {tmp_path / 'out' / 'shards'}/$SLURM_ARRAY_TASK_ID" in grade_script
     assert "--memory 512 --workers ${SLURM_CPUS_PER_TASK:-1}" in grade_script
     assert merge_script.count(str(tmp_path / "out" / "shards")) == 5
     assert f"--out {tmp_path / 'out'}\n" in merge_script
-    grade_script, _ = slurm.scripts(tmp_path / "in", tmp_path / "out", 2, ["--workers", "3"])
+    grade_script, _ = slurm.scripts(COURSE, tmp_path / "in", tmp_path / "out", 2, ["--workers", "3"])
     assert "SLURM_CPUS_PER_TASK" not in grade_script  # the instructor's --workers wins
 
 
@@ -100,7 +101,7 @@ def test_kubernetes_indexed_job_grades_shard_index_plus_one_of_n():
     shards = spec["completions"]
     assert spec["parallelism"] == shards > 1
     command = _command(job)
-    assert command.startswith("sh -c exec .venv/bin/python -m autograder grade /data/submissions")
+    assert command.startswith("sh -c exec .venv/bin/python -m autograder.engine grade /data/submissions")
     assert f"--shard $((JOB_COMPLETION_INDEX + 1))/{shards}" in command
     assert "--out /data/out/shards/$((JOB_COMPLETION_INDEX + 1))" in command
     assert "--secret /data/out/secret.key" in command  # every shard draws from one secret

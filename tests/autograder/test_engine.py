@@ -2,23 +2,25 @@
 
 import argparse
 import csv
+import dataclasses
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from autograder import course, grade, tasks
-from autograder.commands import grade as grade_command
-from autograder.commands import slurm as slurm_command
-from autograder.release import _names_defined
+from autograder.engine import course, grade, tasks
+from autograder.engine.commands import grade as grade_command
+from autograder.engine.commands import slurm as slurm_command
+from autograder.engine.release import _names_defined
+from tests.support import COURSE
 from tests.autograder.grading import SLUG, run_grader, write
 
 
 def test_the_version_covers_what_decides_a_grade_and_nothing_else():
-    files = grade.graded_files()
+    files = grade.graded_files(COURSE)
     names = {path.name for path in files}
     assert {"grade.py", "sandbox.py", "sandbox_runner.py", "harness.py", "checking.py", "assignment.py"} <= names
-    ours = course.current()
+    ours = COURSE
     assert set(ours.package_files(ours.checks)) <= set(files)  # the course's checks
     assert set(ours.package_files(ours.references[0])) <= set(files)  # its reference
     assert ours.notebook(SLUG) in files and ours.exercises / f"{SLUG}.ipynb" in files
@@ -77,11 +79,19 @@ def test_a_rerun_keeps_the_saved_deadline_unless_told_otherwise(tmp_path):
 
 
 def test_grade_warns_once_while_the_site_address_is_the_placeholder(tmp_path):
-    assert tasks.placeholder_base_url()  # as the template ships: the README asks to set it
+    """The template's address warns, once; the address an instructor sets does not: the check
+    reads the course's own site configuration, not the template as it ships."""
     write(tmp_path / "class", "alice", "not a notebook")
-    result = run_grader("grade", tmp_path / "class", "--out", tmp_path / "out")
-    assert result.returncode == 0, result.stderr
-    assert result.stderr.count("html.baseurl") == 1 and "before publishing" in result.stderr
+    for address, warnings in ((COURSE.placeholder_baseurl, 1), ("https://teach.example.edu/attention/", 0)):
+        config = tmp_path / address.split("/")[2] / "_config.yml"
+        config.parent.mkdir()
+        config.write_text(f"html:\n  baseurl: {address}\n")
+        configured = dataclasses.replace(COURSE, book_config=config)
+        assert tasks.placeholder_base_url(configured) == bool(warnings)
+        said = []
+        grade.grade(configured, tmp_path / "class", config.parent / "out", workers=1, log=said.append)
+        assert sum("html.baseurl" in line for line in said) == warnings, said
+        assert not warnings or any("before publishing" in line for line in said)
 
 
 def test_slurm_hands_the_grade_options_to_its_shards_as_parsed_once():
@@ -102,11 +112,11 @@ def test_slurm_hands_the_grade_options_to_its_shards_as_parsed_once():
 
 
 def test_the_readme_asks_for_the_site_address_and_describes_the_course_file():
-    readme = (course.ENGINE.parent / "README.md").read_text(encoding="utf-8")
+    readme = (COURSE.root / "README.md").read_text(encoding="utf-8")
     settings = readme.split("fills in before")[1].split("```")[1]  # the settings to fill in
     assert "baseurl:" in settings
     assert "## Reusing the grader for your course" in readme
-    data = tomllib.loads(course.current().file.read_text())
+    data = tomllib.loads(COURSE.file.read_text())
     fields = [key for key in data if key != "book"] + [f"book.{key}" for key in data["book"]]
     for field in fields:  # the course file, field by field
         assert f"| `{field}` |" in readme, field

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import course, export
+from autograder.engine import course, export
+from tests.support import COURSE
 from tests.autograder.grading import SLUG, details, grades, implementations, run_grader, write
 from tests.conftest import submission
 
@@ -63,18 +64,18 @@ def test_a_result_without_a_roster_row_fails_the_export_naming_the_student(out, 
     assert "'SIS Login ID' (e.g. 'ben.bitdiddle')" in process.stderr and "--allow-unmatched" in process.stderr
     assert not target.exists()  # nothing half-done to import
     with pytest.raises(export.Refused, match="cy.dropped"):
-        export.export(out, "blackboard", target, FIXTURES / "blackboard_grade_center.xls")
+        export.export(COURSE, out, "blackboard", target, FIXTURES / "blackboard_grade_center.xls")
     assert not target.exists()
 
 
 def test_ids_are_matched_ignoring_case_when_that_is_unambiguous(tmp_path):
     target = tmp_path / "canvas.csv"
-    export.export(out_with(tmp_path, [("Ben.Bitdiddle", SLUG, 9, 10, "graded")]), "canvas", target,
+    export.export(COURSE, out_with(tmp_path, [("Ben.Bitdiddle", SLUG, 9, 10, "graded")]), "canvas", target,
                   FIXTURES / "canvas_gradebook.csv")
     assert {row[3]: row[-1] for row in read(target)[2:]}["ben.bitdiddle"] == "9"
     twins = out_with(tmp_path / "twins", [("Ben.Bitdiddle", SLUG, 9, 10, "graded"), ("BEN.BITDIDDLE", SLUG, 1, 10, "graded")])
     with pytest.raises(export.Refused, match="BEN.BITDIDDLE, Ben.Bitdiddle"):
-        export.export(twins, "canvas", target, FIXTURES / "canvas_gradebook.csv")
+        export.export(COURSE, twins, "canvas", target, FIXTURES / "canvas_gradebook.csv")
 
 
 def canvas_roster(tmp_path, points):
@@ -99,15 +100,15 @@ def test_points_possible_that_differ_from_ours_fail_the_export_unless_rescaled(t
     assert {row[3]: row[-1] for row in rows[2:]} == {"ben.bitdiddle": "100", "alyssa.hacker": "37.5",
                                                       "louis.reasoner": "", "6f1c7e2a9b3d4c5e": ""}
     assert "rescaled" in process.stderr
-    export.export(out, "canvas", target, canvas_roster(tmp_path, "16"))  # the same points: no question
+    export.export(COURSE, out, "canvas", target, canvas_roster(tmp_path, "16"))  # the same points: no question
 
 
 def test_blackboard_points_are_checked_against_the_grade_center_column(tmp_path):
     out = out_with(tmp_path, [("ben.bitdiddle", SLUG, 16, 16, "graded")])
     target = tmp_path / "upload.csv"
     with pytest.raises(export.Refused, match="scaled_dot_product has 10 in the roster, 16 here"):
-        export.export(out, "blackboard", target, FIXTURES / "blackboard_grade_center.xls")
-    export.export(out, "blackboard", target, FIXTURES / "blackboard_grade_center.xls", rescale=True)
+        export.export(COURSE, out, "blackboard", target, FIXTURES / "blackboard_grade_center.xls")
+    export.export(COURSE, out, "blackboard", target, FIXTURES / "blackboard_grade_center.xls", rescale=True)
     assert read(target)[1] == ["ben.bitdiddle", "10"]
 
 
@@ -122,7 +123,7 @@ def test_canvas_needs_its_roster_and_the_match_column(out, tmp_path):
 def test_canvas_match_column_option(out, tmp_path):
     target = tmp_path / "canvas.csv"
     by_sis_id = out_with(tmp_path / "other", [("20261002", SLUG, 7, 10, "graded")])
-    export.export(by_sis_id, "canvas", target, FIXTURES / "canvas_gradebook.csv", "SIS User ID")
+    export.export(COURSE, by_sis_id, "canvas", target, FIXTURES / "canvas_gradebook.csv", "SIS User ID")
     assert {row[2]: row[-1] for row in read(target)[2:]}["20261002"] == "7"
 
 
@@ -130,10 +131,10 @@ def test_moodle_gets_email_and_one_column_per_assignment(tmp_path):
     out = out_with(tmp_path, [("ben.bitdiddle@example.edu", SLUG, 10, 10, "graded"),
                               ("louis.reasoner@example.edu", "bahdanau", 3.5, 10, "graded")])
     target = tmp_path / "moodle.csv"
-    export.export(out, "moodle", target, FIXTURES / "moodle_grades.csv")
+    export.export(COURSE, out, "moodle", target, FIXTURES / "moodle_grades.csv")
     assert read(target) == [["email", "bahdanau", SLUG], ["ben.bitdiddle@example.edu", "", "10"],
                             ["alyssa.hacker@example.edu", "", ""], ["louis.reasoner@example.edu", "3.5", ""]]
-    export.export(out, "moodle", target)  # no roster: the students of the results
+    export.export(COURSE, out, "moodle", target)  # no roster: the students of the results
     assert [row[0] for row in read(target)] == ["email", "ben.bitdiddle@example.edu", "louis.reasoner@example.edu"]
 
 
@@ -146,26 +147,26 @@ def test_moodle_with_ids_that_are_not_email_addresses_fails_and_says_what_they_m
     assert "'Email address' (e.g. 'ben.bitdiddle@example.edu')" in process.stderr
     process = run_grader("export", out, "--to", "moodle", "--output", target)  # no roster: Moodle would not match
     assert process.returncode == 1 and "e-mail address" in process.stderr and "alyssa.hacker" in process.stderr
-    export.export(out, "moodle", target, match_column="username")  # Moodle's username field: fine
+    export.export(COURSE, out, "moodle", target, match_column="username")  # Moodle's username field: fine
     assert read(target)[0] == ["username", "bahdanau", SLUG] and len(read(target)) == 4
 
 
 def test_moodle_says_which_maximum_each_grade_item_needs(tmp_path):
     out = out_with(tmp_path, [("ben.bitdiddle@example.edu", SLUG, 16, 16, "graded")])
     said = []
-    export.export(out, "moodle", tmp_path / "moodle.csv", log=said.append)
+    export.export(COURSE, out, "moodle", tmp_path / "moodle.csv", log=said.append)
     assert said == ["Moodle imports the scores as they are: each grade item's maximum grade must be the "
                     "assignment's (scaled_dot_product 16)"]
 
 
 def test_blackboard_upload_has_username_and_total_points_columns(out, tmp_path):
     target = tmp_path / "blackboard.csv"
-    export.export(out, "blackboard", target)
+    export.export(COURSE, out, "blackboard", target)
     text = target.read_text()
     assert text.splitlines()[0] == '"Username","bahdanau [Total Pts: 10]","scaled_dot_product [Total Pts: 10]"'
     assert '"ben.bitdiddle","8","10"' in text.splitlines()
     # with the Grade Center's own download (UTF-16, tab-delimited) the existing column keeps its id
-    export.export(out, "blackboard", target, FIXTURES / "blackboard_grade_center.xls", allow_unmatched=True)
+    export.export(COURSE, out, "blackboard", target, FIXTURES / "blackboard_grade_center.xls", allow_unmatched=True)
     rows = read(target)
     assert rows[0] == ["Username", "bahdanau [Total Pts: 10]", "scaled_dot_product [Total Pts: 10 Score] |50304"]
     assert rows[1:] == [["ben.bitdiddle", "8", "10"], ["alyssa.hacker", "", "6.3"], ["louis.reasoner", "", ""]]
@@ -208,7 +209,7 @@ def gradebook(graded, tmp_path_factory):
 
 
 def test_nbgrader_export_shows_our_scores(graded, gradebook, tmp_path):
-    process = course.nbgrader(tmp_path, "export", f"--db=sqlite:///{gradebook}", timeout=600)
+    process = course.nbgrader(COURSE, tmp_path, "export", f"--db=sqlite:///{gradebook}", timeout=600)
     assert process.returncode == 0, process.stderr
     theirs = {(row["student_id"], row["assignment"]): row for row in csv.DictReader(open(tmp_path / "grades.csv"))}
     ours = grades(graded)

@@ -4,7 +4,8 @@ import inspect
 
 import pytest
 
-from autograder.flags import flags
+from autograder.engine.flags import flags
+from tests.support import COURSE
 from tests.autograder.implementations import scaled_dot_product, transformer_decoder
 
 TRICKS = {
@@ -26,14 +27,14 @@ TRICKS = {
 
 @pytest.mark.parametrize("code", TRICKS)
 def test_each_trick_is_flagged(code):
-    assert any(TRICKS[code] in flag for flag in flags([code])), flags([code])
+    assert any(TRICKS[code] in flag for flag in flags(COURSE, [code])), flags(COURSE, [code])
 
 
 def test_honest_code_is_not_flagged():
     honest = [inspect.getsource(f) for module in (scaled_dot_product, transformer_decoder)
               for f in module.CORRECT.values()]
-    assert flags(honest) == []
+    assert flags(COURSE, honest) == []
 
 
 def test_code_that_does_not_parse_is_not_an_error():
-    assert flags(["def broken(:"]) == []
+    assert flags(COURSE, ["def broken(:"]) == []

@@ -8,11 +8,12 @@ import re
 import nbformat
 import pytest
 
-from autograder import course
+from autograder.engine import course
+from tests.support import COURSE
 from tests.autograder.grading import SLUG, details, grades, implementations, max_score, run_grader, write
 from tests.conftest import submission
 
-SLUGS = course.assignments()
+SLUGS = course.assignments(COURSE)
 CORRECT = implementations(SLUG).CORRECT
 
 

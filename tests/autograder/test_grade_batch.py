@@ -9,8 +9,9 @@ import zipfile
 
 import pytest
 
-from autograder import course, grade
-from autograder import harness
+from autograder.engine import course, grade
+from autograder.engine import harness
+from tests.support import COURSE
 from tests.autograder.grading import SLUG, grades, implementations, max_score, run_grader, write
 from tests.conftest import submission
 
@@ -48,7 +49,7 @@ def serial(batch, tmp_path_factory):
 def grade_in_process(folder, out, secret, **options):
     """The log of grading `folder` into `out` (in this process: the CLI is tested elsewhere)."""
     lines = []
-    grade.grade(folder, out, secret=secret, log=lines.append, **options)
+    grade.grade(COURSE, folder, out, secret=secret, log=lines.append, **options)
     return "\n".join(lines)
 
 
@@ -103,7 +104,7 @@ def test_an_interrupted_run_loses_no_finished_grade_and_resumes(batch, serial, t
     out = tmp_path / "out"
     command = [sys.executable, "-m", "autograder", "grade", str(folder), "--out", str(out),
                "--workers", "1", "--secret", str(secret)]
-    process = subprocess.Popen(command, cwd=course.ROOT, stderr=subprocess.PIPE, text=True,
+    process = subprocess.Popen(command, cwd=COURSE.root, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     deadline = time.monotonic() + 300
     while len(list(out.glob("results/*/*.json"))) < 2 and time.monotonic() < deadline:
@@ -160,7 +161,7 @@ def test_a_learning_management_system_export_is_understood(tmp_path):
 def test_without_bubblewrap_grading_stops_with_a_clear_message(tmp_path):
     write(tmp_path / "class", "alice", submission(SLUG, CORRECT))
     process = subprocess.run([sys.executable, "-m", "autograder", "grade", str(tmp_path / "class"),
-                              "--out", str(tmp_path / "out")], cwd=course.ROOT, capture_output=True,
+                              "--out", str(tmp_path / "out")], cwd=COURSE.root, capture_output=True,
                              text=True, env={"PATH": str(tmp_path)}, timeout=120)  # no bwrap on PATH
     assert process.returncode == 2
     assert "bubblewrap" in process.stderr and "Traceback" not in process.stderr

@@ -18,8 +18,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell
 
-from autograder import course
-from autograder.collect import FLAT, NBGRADER
+from autograder.engine import course
+from autograder.engine.collect import FLAT, NBGRADER
+from tests.support import ROOT
 from benchmarks import nbgrader_quickstart as quickstart
 from tests.autograder.grading import SLUG, details, grades, implementations, run_grader, write
 from tests.conftest import submission
@@ -227,23 +228,15 @@ def test_an_nbgrader_course_folder_is_a_course(batch):
     assert course.load(course101 / "nbgrader_config.py") == loaded
 
 
-def test_without_a_toc_the_assignments_are_alphabetical(tmp_path, monkeypatch):
+def test_without_a_toc_the_assignments_are_alphabetical(tmp_path):
     for slug in ("zeta", "alpha"):
         (tmp_path / "source" / slug).mkdir(parents=True)
         (tmp_path / "source" / slug / f"{slug}.ipynb").write_text("{}")
-    monkeypatch.setenv(course.ENVIRONMENT, str(_course_file(tmp_path, COURSE.replace("REFS", '"demo"'))))
-    course.current.cache_clear()
-    course.assignments.cache_clear()
-    try:
-        assert course.assignments() == ["alpha", "zeta"]
-    finally:
-        monkeypatch.undo()
-        course.current.cache_clear()
-        course.assignments.cache_clear()
+    assert course.assignments(course.load(_course_file(tmp_path, COURSE.replace("REFS", '"demo"')))) == ["alpha", "zeta"]
 
 
 def test_the_readme_describes_every_setting_of_the_course_file():
-    readme = (course.ENGINE.parent / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for setting in course.SETTINGS:
         assert f"| `{setting.key}` |" in readme, setting.key
     assert "## Grading your own nbgrader course" in readme

@@ -17,7 +17,8 @@ import sys
 import nbformat
 import pytest
 
-from autograder import course
+from autograder.engine import course
+from tests.support import COURSE
 from benchmarks import plain_nbgrader
 from benchmarks.batch import variants
 from tests.autograder.grading import write
@@ -31,7 +32,7 @@ STUDENTS = ["correct", "unchanged", "mistake"]  # "mistake" hands in MISTAKE[slu
 
 def check_cells(slug):
     """{grade_id: points} of the assignment's check cells."""
-    notebook = nbformat.read(course.SOURCE / slug / f"{slug}.ipynb", as_version=4)
+    notebook = nbformat.read(COURSE.source / slug / f"{slug}.ipynb", as_version=4)
     return {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"]["points"])
             for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade")}
 
@@ -47,10 +48,10 @@ def scores(tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
     # Plain nbgrader grades one notebook at a time: ours runs meanwhile, on the other core.
     ours = subprocess.Popen([sys.executable, "-m", "autograder", "grade", str(batch), "--out", str(out),
-                             "--workers", "2"], cwd=course.ROOT, stdout=subprocess.DEVNULL,
+                             "--workers", "2"], cwd=COURSE.root, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        plain, _ = plain_nbgrader.autograde(batch, tmp_path_factory.mktemp("course"), list(MISTAKE))
+        plain, _ = plain_nbgrader.autograde(COURSE, batch, tmp_path_factory.mktemp("course"), list(MISTAKE))
         _, log = ours.communicate(timeout=600)
     except BaseException:
         os.killpg(ours.pid, signal.SIGKILL)  # with its workers

@@ -4,8 +4,9 @@ import html
 import re
 from datetime import datetime, timezone
 
-from autograder import deadlines, report
-from autograder.grade import Check, Result
+from autograder.engine import deadlines, report
+from autograder.engine.grade import Check, Result
+from tests.support import COURSE
 
 DUE = datetime(2026, 3, 1, 23, 59, tzinfo=timezone.utc)
 
@@ -24,7 +25,7 @@ def links(page):
 def test_summary_lists_every_student_with_scores_linked_to_their_feedback():
     results = [result("ada", "luong", 4), result("ada", "bahdanau", 1), result("bob", "luong", 0, "timeout"),
                result("c+d@example.edu", "bahdanau", 2)]
-    page = report.summary_html(results)
+    page = report.summary_html(COURSE, results)
     table = page[page.index("<h2>Students</h2>"):]
     table = table[:table.index("</table>")]
     assert table.count("<tr>") == 4  # the header and one row per student
@@ -38,14 +39,14 @@ def test_summary_lists_every_student_with_scores_linked_to_their_feedback():
 
 def test_the_students_table_shows_the_score_after_the_late_penalty():
     policy = deadlines.Policy(DUE, penalty=0.25)
-    page = report.summary_html([result("ada", "luong", 4, submitted_at="2026-03-02T10:00:00+00:00")], policy)
+    page = report.summary_html(COURSE, [result("ada", "luong", 4, submitted_at="2026-03-02T10:00:00+00:00")], policy)
     assert links(page)["feedback/ada/luong.html"] == "7.5 / 10"
 
 
 def test_counts_are_said_in_words_one_student_not_one_students():
-    page = report.summary_html([result("ada", "luong", 4)])
+    page = report.summary_html(COURSE, [result("ada", "luong", 4)])
     assert "<p>1 submission of 1 student.</p>" in page
-    page = report.summary_html([result("ada", "luong", 4), result("bob", "luong", 4)])
+    page = report.summary_html(COURSE, [result("ada", "luong", 4), result("bob", "luong", 4)])
     assert "<p>2 submissions of 2 students.</p>" in page
 
 
@@ -53,7 +54,7 @@ def test_late_counts_submissions_and_students_apart():
     late = "2026-03-03T10:00:00+00:00"
     results = [result("ada", "luong", 4, submitted_at=late), result("ada", "bahdanau", 4, submitted_at=late),
                result("bob", "luong", 4, submitted_at="2026-03-01T10:00:00+00:00")]
-    page = report.summary_html(results, deadlines.Policy(DUE, extensions={"bob": DUE}))
+    page = report.summary_html(COURSE, results, deadlines.Policy(DUE, extensions={"bob": DUE}))
     assert "<h2>Late (2 submissions of 1 student)</h2>" in page and "(1 extension);" in page
 
 

@@ -11,8 +11,9 @@ import nbformat
 import pytest
 from playwright.sync_api import sync_playwright
 
-from autograder import grade, similarity
-from autograder.report import FORMULA_START
+from autograder.engine import grade, similarity
+from autograder.engine.report import FORMULA_START
+from tests.support import COURSE
 from tests.autograder.grading import SLUG, implementations, write
 from tests.book.conftest import CHROMIUM, CHROMIUM_FLAGS
 from tests.conftest import submission
@@ -92,8 +93,8 @@ def hostile_out(tmp_path_factory, tracker):
                 bundle.write(path, path.relative_to(folder).as_posix())
         bundle.writestr("<script>alert(1)</script>/scaled_dot_product.ipynb", "{}")
     out = tmp_path_factory.mktemp("out")
-    grade.grade(archive, out, log=lambda line: None, workers=1)
-    similarity.run(out, SLUG, threshold=0)  # every pair side by side, the hostile code with them
+    grade.grade(COURSE, archive, out, log=lambda line: None, workers=1)
+    similarity.run(COURSE, out, SLUG, threshold=0)  # every pair side by side, the hostile code with them
     return out
 
 
@@ -180,9 +181,9 @@ def test_hostile_names_and_metadata_get_no_page_of_their_own(hostile_out):
 
 
 def test_feedback_names_failed_tasks_and_links_their_chapter_section(hostile_out):
-    from autograder import tasks
+    from autograder.engine import tasks
     page = (hostile_out / "feedback" / "hostile" / f"{SLUG}.html").read_text()
-    url = tasks.section_url(SLUG, "test_softmax")
+    url = tasks.section_url(COURSE, SLUG, "test_softmax")
     assert f"A stable softmax (<a href='{url}'>read the chapter</a>)" in page  # its softmax fails
     honest = (hostile_out / "feedback" / "honest" / f"{SLUG}.html").read_text()
     assert "read the chapter" not in honest and "A stable softmax" in honest  # nothing failed

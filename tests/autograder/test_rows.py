@@ -6,7 +6,8 @@ import zipfile
 
 import pytest
 
-from autograder import collect, grade
+from autograder.engine import collect, grade
+from tests.support import COURSE
 from tests.autograder.grading import SLUG, details, grades, implementations, max_score, run_grader, write
 from tests.conftest import submission
 
@@ -67,7 +68,7 @@ def test_links_and_oversized_files_in_a_zip_get_rows_too(tmp_path):
         huge = zipfile.ZipInfo(f"course/huge/{SLUG}.ipynb")
         bundle.writestr(huge, b"x" * (collect.MAX_NOTEBOOK_BYTES + 1), compress_type=zipfile.ZIP_DEFLATED)
     out = tmp_path / "out"
-    grade.grade(archive, out, workers=1, log=lambda line: None)
+    grade.grade(COURSE, archive, out, workers=1, log=lambda line: None)
     rows = grades(out)
     assert rows["linked", SLUG]["status"] == "link"
     assert rows["huge", SLUG]["status"] == "too-large"

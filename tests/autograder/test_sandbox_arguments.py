@@ -10,8 +10,8 @@ import copy
 
 import numpy as np
 
-from autograder.sandbox import _copy_changes
-from autograder.harness import _unchanged
+from autograder.engine.sandbox import _copy_changes
+from autograder.engine.harness import _unchanged
 
 
 def cache():

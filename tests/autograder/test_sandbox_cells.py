@@ -1,7 +1,7 @@
 """The sandbox runs a notebook's cells as IPython does, without importing IPython unless the
 notebook needs it, and without `site` (whose .pth files would import the course's finder)."""
 
-from autograder.sandbox import Sandbox
+from autograder.engine.sandbox import Sandbox
 
 UID = 100_000 + 99_001  # a sandbox user no grading process uses (grade.BASE_UID + pid mod 100000)
 

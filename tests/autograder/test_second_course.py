@@ -17,7 +17,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import course
+from autograder.engine import course
+from tests.support import COURSE
 
 SECOND = Path(__file__).parent / "second_course"
 SLUGS = ("averages", "norms")
@@ -32,13 +33,9 @@ CHEAT = {**CORRECT, "center": "from tiny_reference.averages import center",
 
 
 def engine_files():
-    """The engine: every file of the autograder package but the course's own (its checks
-    package, instructor notebooks and closing cell, as the course file names them)."""
-    ours = course.load(course.ENGINE.parent / course.COURSE_FILE)
-    own = [Path(p) for p in ours.package_files(ours.checks)] + [ours.source, ours.done_cell]
+    """The engine: every file of its folder, autograder/engine/."""
     return [path for path in sorted(course.ENGINE.rglob("*"))
-            if path.is_file() and path.suffix in (".py", ".md", ".yaml", ".toml")
-            and not any(path == o or o in path.parents for o in own) and "__pycache__" not in path.parts]
+            if path.is_file() and path.suffix in (".py", ".md", ".yaml", ".toml") and "__pycache__" not in path.parts]
 
 
 def test_no_engine_file_names_the_second_course():
@@ -53,10 +50,10 @@ def test_no_engine_file_names_the_second_course():
 
 def test_no_engine_file_names_this_course_either():
     """This course's slugs, reference and test packages are named by its course file only."""
-    ours = course.load(course.ENGINE.parent / course.COURSE_FILE)
+    ours = COURSE
     for path in engine_files():
         code = path.read_text(encoding="utf-8")
-        for slug in course.assignments():
+        for slug in course.assignments(COURSE):
             assert slug not in code, f"{path} names the assignment {slug!r}"
         for package in (*ours.references, *ours.private):
             named = re.search(rf"(?:from|import)\s+{package}\b|\b{package}/|[\"']{package}[\"']", code)
@@ -185,10 +182,10 @@ def test_export_writes_the_second_courses_grades(tiny, graded, tmp_path):
 
 def test_slurm_jobs_grade_the_second_course(tiny):
     script = subprocess.run(
-        [sys.executable, "-c", "import sys; from pathlib import Path; from autograder import course, slurm; "
-         "course.use(sys.argv[1]); print(slurm.scripts(Path('in'), Path('out'), 2, [])[0])",
+        [sys.executable, "-c", "import sys; from pathlib import Path; from autograder.engine import course, slurm; "
+         "print(slurm.scripts(course.load(sys.argv[1]), Path('in'), Path('out'), 2, [])[0])",
          str(tiny / "course.toml")], capture_output=True, text=True, check=True).stdout
-    assert f"cd {tiny}" in script and f"AUTOGRADER_COURSE={tiny / 'course.toml'}" in script
+    assert f"cd {tiny}" in script and f"--course {tiny / 'course.toml'}" in script
 
 
 def test_the_course_file_is_found_from_the_current_folder(tiny, graded):

@@ -10,8 +10,9 @@ import sys
 import nbformat
 import pytest
 
-from autograder import course, similarity
-from autograder.report import FORMULA_START
+from autograder.engine import course, similarity
+from autograder.engine.report import FORMULA_START
+from tests.support import COURSE
 from tests.autograder.grading import SLUG, run_grader
 from tests.autograder.planted_class import B, CLASS, COPIES, notebook, result, write_class
 
@@ -20,7 +21,7 @@ from tests.autograder.planted_class import B, CLASS, COPIES, notebook, result, w
 def planted(tmp_path_factory):
     out = write_class(tmp_path_factory.mktemp("class"),
                       {student: notebook(answers, added) for student, (answers, added) in CLASS.items()})
-    return out, similarity.run(out, SLUG)
+    return out, similarity.run(COURSE, out, SLUG)
 
 
 def similarities(pairs):
@@ -41,11 +42,11 @@ def test_every_disguised_copy_ranks_above_every_honest_pair(planted):
 def test_the_released_notebook_counts_for_nothing(tmp_path):
     """The untouched notebook, and a student who pastes the given code into cells of their own,
     have nothing of their own; pasting it does not make two students more alike."""
-    released = nbformat.read(course.current().exercises / f"{SLUG}.ipynb", as_version=4)
+    released = nbformat.read(COURSE.exercises / f"{SLUG}.ipynb", as_version=4)
     given = [cell.source for cell in released.cells if cell.cell_type == "code"]
     students = {"untouched": notebook({}), "pasted": notebook({}, given),
                 "b": notebook(B), "b-with-given": notebook(B, given)}
-    pairs, left_out = similarity.run(write_class(tmp_path, students), SLUG)
+    pairs, left_out = similarity.run(COURSE, write_class(tmp_path, students), SLUG)
     assert dict(left_out) == {"untouched": "no code of their own beyond the released notebook",
                               "pasted": "no code of their own beyond the released notebook"}
     [pair] = pairs
@@ -54,7 +55,7 @@ def test_the_released_notebook_counts_for_nothing(tmp_path):
 
 
 def test_renaming_recommenting_and_respacing_change_no_fingerprint():
-    given = similarity.boilerplate(SLUG)
+    given = similarity.boilerplate(COURSE, SLUG)
     original = similarity.fingerprint("x", [["softmax", B["softmax"]]], given)
     disguised = similarity.fingerprint("y", [["softmax", '''def softmax(x, axis=-1):
         # a comment of my own
@@ -80,7 +81,7 @@ def test_endless_repetitive_code_is_cut_and_said_to_be(tmp_path, monkeypatch):
     monkeypatch.setattr(similarity, "MAX_CHARACTERS", 2000)
     line = "x = np.exp(x - x.max(axis=-1, keepdims=True))\n"
     students = {name: notebook(B, [line * 10_000]) for name in ("b", "b-again")}
-    [pair], _ = similarity.run(write_class(tmp_path, students), SLUG)
+    [pair], _ = similarity.run(COURSE, write_class(tmp_path, students), SLUG)
     assert pair.similarity == 1.0 and len(pair.a.lines) < 60 and len(pair.passages()) < 10
     page = (tmp_path / "similarity" / f"{SLUG}.html").read_text()
     assert "only the first 2000 characters of their code were compared" in page
@@ -104,7 +105,7 @@ def test_winnowing_finds_every_passage_of_the_guaranteed_length():
 
 def test_the_fingerprints_are_the_same_in_every_process():
     """The hash is not Python's salted hash(): the report does not change from run to run."""
-    code = ("from autograder import similarity; "
+    code = ("from autograder.engine import similarity; "
             "print(similarity.kgram_hashes(list('abcdefghijklmnop')))")
     outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                               env={"PYTHONHASHSEED": seed, "PATH": ""}).stdout for seed in ("1", "2")}
@@ -132,7 +133,7 @@ HOSTILE_CODE = '''def softmax(x, axis=-1):
 def test_hostile_ids_and_code_stay_text(tmp_path):
     students = {"b": notebook(B), HOSTILE_ID: notebook({**B, "softmax": HOSTILE_CODE}),
                 "-cmd": notebook({**B, "padding_mask": "def padding_mask(lengths, T):\n    return 0"})}
-    similarity.run(write_class(tmp_path, students), SLUG, threshold=0)
+    similarity.run(COURSE, write_class(tmp_path, students), SLUG, threshold=0)
     page = (tmp_path / "similarity" / f"{SLUG}.html").read_text()
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in page and "&lt;img src=x" in page
     lowered = re.sub(r"<svg.*?</svg>", "", page.lower(), flags=re.DOTALL)  # matplotlib's own <style>

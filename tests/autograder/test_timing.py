@@ -1,4 +1,4 @@
-"""Time limits that follow the work (autograder/timing.py): derived from the reference's time,
+"""Time limits that follow the work (autograder/engine/timing.py): derived from the reference's time,
 stored with each assignment, and a function that ran out of time is not called again."""
 
 import re
@@ -7,23 +7,24 @@ import time
 import nbformat
 import pytest
 
-from autograder import assignment, course, grade, timing
-from autograder.assignment import grade_id
-from autograder.sandbox import Limits
+from autograder.engine import assignment, course, grade, timing
+from autograder.engine.assignment import grade_id
+from autograder.engine.sandbox import Limits
+from tests.support import COURSE
 from tests.autograder.grading import SLUG, implementations, write
 from tests.conftest import submission
 
-SLUGS = course.assignments()
+SLUGS = course.assignments(COURSE)
 
 
 @pytest.mark.parametrize("slug", SLUGS)
 def test_every_assignment_stores_the_reference_times_of_its_cells_and_calls(slug):
-    measured = timing.load(slug)
-    assert measured is not None, f"{timing.path(slug)} is missing: run `make release` and commit it"
-    released = nbformat.read(course.EXERCISES / f"{slug}.ipynb", as_version=4)
+    measured = timing.load(COURSE, slug)
+    assert measured is not None, f"{timing.path(COURSE, slug)} is missing: run `make release` and commit it"
+    released = nbformat.read(COURSE.exercises / f"{slug}.ipynb", as_version=4)
     code_cells = {grade_id(c) for c in released.cells if c.cell_type == "code"} - {None}
     assert set(measured["cells"]) == code_cells, (
-        f"{timing.path(slug)} is stale (its cells are not the assignment's): run `make release`")
+        f"{timing.path(COURSE, slug)} is stale (its cells are not the assignment's): run `make release`")
     assert measured["calls"], "the hidden checks call the student's functions: their times are missing"
     assert all(isinstance(s, float) and s >= 0 for s in [*measured["cells"].values(),
                                                           *measured["calls"].values()])
@@ -31,29 +32,29 @@ def test_every_assignment_stores_the_reference_times_of_its_cells_and_calls(slug
 
 def test_the_stored_calls_are_those_the_hidden_checks_make():
     """Only the set of names is compared: the figures depend on the machine."""
-    cells, calls = timing.measure_once(SLUG)
-    stored = timing.load(SLUG)
+    cells, calls = timing.measure_once(COURSE, SLUG)
+    stored = timing.load(COURSE, SLUG)
     assert set(cells) == set(stored["cells"]) and set(calls) == set(stored["calls"]), (
-        f"{timing.path(SLUG)} is stale: run `make release`")
+        f"{timing.path(COURSE, SLUG)} is stale: run `make release`")
 
 
 def test_limits_are_factor_times_the_reference_within_floor_and_ceiling(monkeypatch):
     monkeypatch.setattr(timing, "load", lambda name: {"cells": {"a": 0.001, "b": 0.1, "c": 10.0},
                                                        "calls": {"f": 0.001, "g": 0.2}})
     cells = [("0", "a"), ("1", "b"), ("2", "c"), ("3", None)]
-    derived = timing.timeouts(SLUG, cells, Limits())
+    derived = timing.timeouts(COURSE, SLUG, cells, Limits())
     assert derived.cells == {"0": 1.0, "1": 5.0, "2": 60.0, "3": 60.0}  # floor, 50x, ceiling, own cell
     assert derived.calls == {"f": 1.0, "g": 10.0} and derived.call == 10.0
-    fixed = timing.timeouts(SLUG, cells, Limits(cell_seconds=7, fixed_cells=True, call_seconds=3,
+    fixed = timing.timeouts(COURSE, SLUG, cells, Limits(cell_seconds=7, fixed_cells=True, call_seconds=3,
                                                 fixed_calls=True))
     assert set(fixed.cells.values()) == {7} and set(fixed.calls.values()) == {3} and fixed.call == 3
-    tuned = timing.timeouts(SLUG, cells, Limits(time_factor=10, min_seconds=0.5))
+    tuned = timing.timeouts(COURSE, SLUG, cells, Limits(time_factor=10, min_seconds=0.5))
     assert tuned.cells["1"] == pytest.approx(1.0) and tuned.calls["f"] == 0.5
 
 
 def test_an_assignment_never_measured_gets_the_ceilings(monkeypatch):
-    monkeypatch.setattr(timing, "path", lambda name: course.ROOT / "no" / "timing.json")
-    derived = timing.timeouts(SLUG, [("0", "softmax"), ("1", None)], Limits(cell_seconds=9, call_seconds=4))
+    monkeypatch.setattr(timing, "path", lambda name: COURSE.root / "no" / "timing.json")
+    derived = timing.timeouts(COURSE, SLUG, [("0", "softmax"), ("1", None)], Limits(cell_seconds=9, call_seconds=4))
     assert derived.cells == {"0": 9, "1": 9} and derived.calls == {} and derived.call == 4
 
 
@@ -94,13 +95,13 @@ def graded_stuck(tmp_path_factory):
         "Q = np.ones((2, 4))\nfor _ in range(10 ** 9):\n    scaled_dot_product_attention(Q, Q, Q)"))
     write(folder, "submitted-correct-own-cell-too-long", tried)
     started = time.monotonic()
-    results = grade.grade(folder, out, workers=2, log=lambda message: None)
+    results = grade.grade(COURSE, folder, out, workers=2, log=lambda message: None)
     return {r.student_id: r for r in results}, time.monotonic() - started
 
 
 def test_stuck_attention_costs_one_limit_and_loses_only_its_checks(graded_stuck):
     results, _ = graded_stuck
-    maximum = {t.grade_id: t.points for t in assignment.load(SLUG).tests}
+    maximum = {t.grade_id: t.points for t in assignment.load(COURSE, SLUG).tests}
     for name in STUCK:
         result = results[f"submitted-attention-{name}"]
         checks = {c.name: c for c in result.checks}
@@ -162,7 +163,7 @@ def test_correct_code_written_with_loops_keeps_every_point_under_the_derived_lim
     folder = tmp_path / "submissions"
     for slug in SLUGS:
         write(folder, "submitted-correct-by-other-means", submission(slug, implementations(slug).CORRECT), slug)
-    results = grade.grade(folder, tmp_path / "out", workers=2, log=lambda message: None)
+    results = grade.grade(COURSE, folder, tmp_path / "out", workers=2, log=lambda message: None)
     for result in results:
         assert (result.status, result.score) == ("graded", result.max_score), (
             result.assignment, result.notes, [c for c in result.checks if c.score < c.max_score])

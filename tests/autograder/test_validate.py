@@ -5,12 +5,13 @@ import json
 import nbformat
 import pytest
 
-from autograder import assignment, tasks
+from autograder.engine import assignment, tasks
+from tests.support import COURSE
 from tests.autograder.grading import SLUG, implementations, run_grader, write
 from tests.conftest import submission
 
 CORRECT = implementations(SLUG).CORRECT
-TESTS = [test.grade_id for test in assignment.load(SLUG).tests]
+TESTS = [test.grade_id for test in assignment.load(COURSE, SLUG).tests]
 
 
 def validate(path, *options):
@@ -25,7 +26,7 @@ def test_a_correct_notebook_is_ready(tmp_path):
     assert [line.split("[")[1].split(",")[0] for line in check_lines] == TESTS  # one line per check
     assert all(": ok" in line for line in check_lines)
     assert "A stable softmax [test_softmax, 2 points]: ok" in lines[0]
-    spec = assignment.load(SLUG)  # what the visible checks cannot tell, computed for this assignment
+    spec = assignment.load(COURSE, SLUG)  # what the visible checks cannot tell, computed for this assignment
     assert lines[-2] == assignment.hidden_points_sentence(spec.hidden_points, spec.max_score)
     assert f"({spec.max_score:g} points)" in lines[-2] or f"{spec.hidden_points:g} of the" in lines[-2]
     assert lines[-1] == "ready to hand in"
@@ -44,7 +45,7 @@ def test_a_visible_mistake_fails_its_check_in_one_line(tmp_path):
     failed = [line for line in lines if "FAIL" in line]
     assert failed[0].startswith("Scaled dot-product attention [test_attention, 3 points]")
     assert "√d_k" in failed[0] and "Traceback" not in "\n".join(lines)
-    assert failed[0].endswith(f"(the chapter explains it: {tasks.section_url(SLUG, 'test_attention')})")
+    assert failed[0].endswith(f"(the chapter explains it: {tasks.section_url(COURSE, SLUG, 'test_attention')})")
 
 
 def test_a_notebook_that_only_worked_out_of_order_fails(tmp_path):

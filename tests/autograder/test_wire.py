@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 
-from autograder import wire
+from autograder.engine import wire
 
 
 def round_trip(value):

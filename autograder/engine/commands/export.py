@@ -26,10 +26,10 @@ def add(commands):
     return parser
 
 
-def run(args, parser):
+def run(course, args, parser):
     try:
-        export.export(args.out, args.to, args.output, args.roster, args.match_column,
-                      args.allow_unmatched, args.rescale)
+        export.export(course, args.out, args.to, args.output, args.roster, args.match_column,
+                       args.allow_unmatched, args.rescale)
     except export.Refused as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

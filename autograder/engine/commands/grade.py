@@ -105,7 +105,7 @@ def shard_arguments(args, options):
     return arguments
 
 
-def run(args, parser):
+def run(course, args, parser):
     if not args.submissions.exists():
         parser.error(f"{args.submissions} does not exist")
     check_options(args, parser)
@@ -120,9 +120,9 @@ def run(args, parser):
                     time_factor=args.time_factor, min_seconds=args.min_timeout,
                     submission_seconds=args.submission_timeout, memory_bytes=args.memory * 2 ** 20)
     try:
-        results = grade.grade(args.submissions, args.out, workers=args.workers, shard=args.shard,
-                              secret=args.secret, limits=limits, lms_pattern=args.lms_pattern,
-                              deadline=deadline)
+        results = grade.grade(course, args.submissions, args.out, workers=args.workers, shard=args.shard,
+                               secret=args.secret, limits=limits, lms_pattern=args.lms_pattern,
+                               deadline=deadline)
     except SandboxUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

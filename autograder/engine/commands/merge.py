@@ -13,12 +13,12 @@ def add(commands):
     return parser
 
 
-def run(args, parser):
+def run(course, args, parser):
     missing = [str(path) for path in args.shards if not (path / "results").is_dir()]
     if missing:
         parser.error(f"not the output of `grade`: {', '.join(missing)}")
     try:
-        results = grade.merge(args.shards, args.out)
+        results = grade.merge(course, args.shards, args.out)
     except ValueError as error:
         parser.error(str(error))
     print(f"merged {len(results)} results into {args.out}", file=sys.stderr)

@@ -2,7 +2,7 @@
 
 from .. import release as releasing
 from .. import timing
-from ..course import assignments, current
+from ..course import assignments
 
 
 def add(commands):
@@ -16,17 +16,17 @@ def add(commands):
     return parser
 
 
-def run(args, parser):
-    if current().nbgrader:
+def run(course, args, parser):
+    if course.nbgrader:
         parser.error("`release` is for a course file's course; an nbgrader course is released with "
                      "`nbgrader generate_assignment` and checked with `nbgrader validate`")
-    unknown = sorted(set(args.assignments) - set(assignments()))
+    unknown = sorted(set(args.assignments) - set(assignments(course)))
     if unknown:
         parser.error(f"not an assignment of this course: {', '.join(unknown)} "
-                     f"(one of: {', '.join(assignments())})")
-    for path in releasing.release(names=args.assignments or None):
+                     f"(one of: {', '.join(assignments(course))})")
+    for path in releasing.release(course, names=args.assignments or None):
         print(f"wrote {path}")
     if not args.no_timing:
-        for name in args.assignments or assignments():
-            print(f"wrote {timing.write(name)}")
+        for name in args.assignments or assignments(course):
+            print(f"wrote {timing.write(course, name)}")
     return 0

@@ -19,15 +19,15 @@ def add(commands):
     return parser
 
 
-def run(args, parser):
+def run(course, args, parser):
     from .. import similarity
     if not (args.out / "results").is_dir():
         parser.error(f"not the output of `grade`: {args.out}")
-    if args.assignment not in assignments():
-        parser.error(f"no assignment {args.assignment!r}; the assignments are {', '.join(assignments())}")
+    if args.assignment not in assignments(course):
+        parser.error(f"no assignment {args.assignment!r}; the assignments are {', '.join(assignments(course))}")
     if not 0 <= args.threshold <= 1:
         parser.error("--threshold must be between 0 and 1")
-    pairs, left_out = similarity.run(args.out, args.assignment, args.threshold)
+    pairs, left_out = similarity.run(course, args.out, args.assignment, args.threshold)
     shown = sum(pair.similarity >= args.threshold for pair in pairs)
     print(f"{len(pairs)} pairs compared, {shown} at least {args.threshold:g} similar, {len(left_out)} "
           f"students not compared; wrote {args.out / 'similarity' / args.assignment}.html and .csv",

@@ -32,15 +32,15 @@ def add(commands):
     return parser
 
 
-def run(args, parser):
+def run(course, args, parser):
     if not args.submissions.exists():
         parser.error(f"{args.submissions} does not exist")
     if args.shards < 1:
         parser.error("--shards must be at least 1")
     grade.check_options(args, parser)
     try:
-        _, _, status = slurm.submit(args.submissions, args.out, args.shards,
-                                    grade.shard_arguments(args, args.shard_options), args.sbatch_option, args.wait)
+        _, _, status = slurm.submit(course, args.submissions, args.out, args.shards,
+                                     grade.shard_arguments(args, args.shard_options), args.sbatch_option, args.wait)
     except slurm.SlurmError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -2,7 +2,6 @@
 
 from pathlib import Path
 
-from ..course import current
 
 
 def add(commands):
@@ -18,14 +17,14 @@ def add(commands):
     return parser
 
 
-def run(args, parser):
-    if current().nbgrader:
+def run(course, args, parser):
+    if course.nbgrader:
         parser.error("`validate` is for a course file's course; an nbgrader course is released with "
                      "`nbgrader generate_assignment` and checked with `nbgrader validate`")
     from ..validate import validate  # starts nothing until asked
     if not args.notebook.is_file():
         parser.error(f"{args.notebook} is not a file")
-    ok, lines = validate(args.notebook, args.assignment)
+    ok, lines = validate(course, args.notebook, args.assignment)
     print("\n".join(lines))
     print("ready to hand in" if ok else "not ready: see the lines above")
     return 0 if ok else 1

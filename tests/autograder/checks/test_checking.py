@@ -1,9 +1,9 @@
-"""The check helpers stamped into every notebook (autograder/checking.py)."""
+"""The check helpers stamped into every notebook (autograder/engine/checking.py)."""
 
 import numpy as np
 import pytest
 
-from autograder.checking import ATOL, RTOL, CheckFailed, check_close, close
+from autograder.engine.checking import ATOL, RTOL, CheckFailed, check_close, close
 
 
 def failure(*args, **kwargs):

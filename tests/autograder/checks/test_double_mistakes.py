@@ -18,8 +18,9 @@ import textwrap
 import nbformat
 import pytest
 
-from autograder import course
-from autograder.checking import CheckFailed
+from autograder.engine import course
+from autograder.engine.checking import CheckFailed
+from tests.support import COURSE
 
 HIDDEN = "### BEGIN HIDDEN TESTS"
 
@@ -28,18 +29,18 @@ def implementations(slug):
     return importlib.import_module(f"tests.autograder.implementations.{slug}")
 
 
-DOUBLES = [(slug, name) for slug in course.assignments()
+DOUBLES = [(slug, name) for slug in course.assignments(COURSE)
            for name in getattr(implementations(slug), "DOUBLE_MISTAKES", {})]
 
 
 def test_every_assignment_keeps_two_double_mistakes():
-    for slug in course.assignments():
+    for slug in course.assignments(COURSE):
         assert len(getattr(implementations(slug), "DOUBLE_MISTAKES", {})) >= 2, slug
 
 
 def student_namespace(slug, replacements):
     """The namespace of the instructor notebook's cells, with the student's functions pasted in."""
-    notebook = nbformat.read(course.SOURCE / slug / f"{slug}.ipynb", as_version=4)
+    notebook = nbformat.read(COURSE.source / slug / f"{slug}.ipynb", as_version=4)
     namespace, test_cells = {}, {}
     for cell in notebook.cells:
         meta = cell.metadata.get("nbgrader", {})

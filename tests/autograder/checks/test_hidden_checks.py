@@ -15,9 +15,10 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder import course
-from autograder import harness
-from autograder.checking import CheckFailed
+from autograder.engine import course
+from autograder.engine import harness
+from autograder.engine.checking import CheckFailed
+from tests.support import COURSE
 
 
 def modules(slug):
@@ -26,13 +27,13 @@ def modules(slug):
             importlib.import_module(f"tests.autograder.implementations.{slug}"))
 
 
-TASKS = [(slug, task) for slug in course.assignments() for task in modules(slug)[2].CHECKS_OF_TASK]
-MISTAKES = [(slug, name) for slug in course.assignments() for name in modules(slug)[2].MISTAKES]
+TASKS = [(slug, task) for slug in course.assignments(COURSE) for task in modules(slug)[2].CHECKS_OF_TASK]
+MISTAKES = [(slug, name) for slug in course.assignments(COURSE) for name in modules(slug)[2].MISTAKES]
 
 
 def test_every_assignment_has_checks_and_implementations():
-    assert course.assignments()
-    for slug in course.assignments():
+    assert course.assignments(COURSE)
+    for slug in course.assignments(COURSE):
         checks, _, students = modules(slug)
         assert set(students.CORRECT) == set(students.CHECKS_OF_TASK)
         assert len(students.MISTAKES) >= 5
@@ -95,7 +96,7 @@ def _global_names(code):
     return names
 
 
-@pytest.mark.parametrize("slug", course.assignments())
+@pytest.mark.parametrize("slug", course.assignments(COURSE))
 def test_implementations_need_only_what_their_notebook_defines(slug):
     """Pasted into a solution cell, as the end-to-end tests do, no such implementation meets a NameError.
 
@@ -103,7 +104,7 @@ def test_implementations_need_only_what_their_notebook_defines(slug):
     mistakes are only called here, in-process, and may share helpers).
     """
     _, _, students = modules(slug)
-    notebook = nbformat.read(course.EXERCISES / f"{slug}.ipynb", as_version=4)
+    notebook = nbformat.read(COURSE.exercises / f"{slug}.ipynb", as_version=4)
     defined = set(dir(builtins)) | set(students.CHECKS_OF_TASK)
     for cell in notebook.cells:
         if cell.cell_type == "code":

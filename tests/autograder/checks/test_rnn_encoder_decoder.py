@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from autograder.checks import rnn_encoder_decoder as checks
-from autograder.checking import CheckFailed
+from autograder.engine.checking import CheckFailed
 from solutions.rnn_encoder_decoder import decode_step, encode, greedy_decode
 
 

@@ -1,5 +1,5 @@
-from autograder.checking import check_close
-from autograder.harness import call, seeded
+from autograder.engine.checking import check_close
+from autograder.engine.harness import call, seeded
 from tiny_reference import norms as reference
 
 
