@@ -182,9 +182,10 @@ def flash_attention_backward(Q, K, V, output, logsumexp, grad_output, block_size
             rows = slice(q_start, q_stop)
             q, grad_o = Q_scaled[..., rows, :], grad_output[..., rows, :]
             weights = q @ np.swapaxes(k, -1, -2) - lse[..., rows, :]  # S − logsumexp, (..., b_q, b_k)
-            np.exp(weights, out=weights)                             # P, already normalised
             if causal and _straddles(T_q, T_k, q_start, k_stop):
-                weights *= _causal_block(T_q, T_k, q_start, q_stop, k_start, k_stop)
+                # mask before exp: a hidden score may exceed logsumexp by more than exp can take
+                weights = np.where(_causal_block(T_q, T_k, q_start, q_stop, k_start, k_stop), weights, -np.inf)
+            np.exp(weights, out=weights)                             # P, already normalised
             grad_v += np.swapaxes(weights, -1, -2) @ grad_o
             grad_scores = grad_o @ np.swapaxes(v, -1, -2)            # dP (..., b_q, b_k)
             grad_scores -= D[..., rows, :]

@@ -15,7 +15,7 @@ from solutions import scaled_dot_product as reference
 from solutions.scaled_dot_product import masked_softmax
 
 from autograder.engine.checking import check, check_close, check_shape, close
-from autograder.engine.harness import call, check_weights, compare, diagnose, is_variant, seeded, students_own
+from autograder.engine.harness import call, check_weights, compare, diagnose, is_variant, quietly, seeded, students_own
 
 SEED = 20170612  # the day "Attention is all you need" appeared on arXiv
 
@@ -36,7 +36,7 @@ def check_softmax(softmax):
         actual = call(softmax, x, axis=axis, on=description)
         check_shape(actual, x.shape, name)
         if not np.all(np.isfinite(actual)):
-            check(not is_variant(actual, lambda: np.exp(x) / np.exp(x).sum(axis=axis, keepdims=True)),
+            check(not _same_non_finite(actual, quietly(lambda: np.exp(x) / np.exp(x).sum(axis=axis, keepdims=True))),
                   f"{name} contains inf or NaN, as exp(x) / Σ exp(x) gives when exp overflows: "
                   "subtract the maximum along the axis before exp.")
             check(False, f"{name} contains inf or NaN; the softmax of finite scores is finite.")
@@ -132,11 +132,16 @@ def _check_attention_case(attention, description, Q, K, V, mask):
     check_shape(output, expected_output.shape, f"the output on {description}")
 
     own_softmax = students_own(attention, "softmax")
-    if is_variant(weights, own_softmax and (lambda: _weights_with(own_softmax, Q, K, mask))):
+    own = quietly(lambda: _weights_with(own_softmax, Q, K, mask)) if own_softmax else None
+    if is_variant(weights, lambda: own):
         # right with the student's own softmax, whose check takes the points
         compare(output, weights @ V, f"the output on {description}", variant=lambda: weights @ V,
                 hint="it should be weights @ V")
         return
+    # right with the student's own softmax, which gives NaN or inf here: a NaN earns no point
+    check(not _same_non_finite(weights, own),
+          f"the weights on {description} contain NaN or inf, as your softmax gives on these scores: "
+          "fix softmax first (an answer with NaN earns no point).")
     allowed = np.ones(expected_weights.shape, dtype=bool) if mask is None \
         else np.broadcast_to(mask, expected_weights.shape)
 
@@ -166,6 +171,18 @@ def _check_attention_case(attention, description, Q, K, V, mask):
     compare(weights, expected_weights, f"the weights on {description}", mistakes,
             hint="each row should be the softmax of its scores Q Kᵀ / √d_k")
     compare(output, weights @ V, f"the output on {description}", hint="it should be weights @ V")
+
+
+def _same_non_finite(actual, own):
+    """Whether ``actual`` equals ``own``, which is not finite everywhere, NaN and inf at the same
+    places (to say where a NaN comes from, never to grant a point)."""
+    try:
+        actual, own = np.asarray(actual, dtype=float), np.asarray(own, dtype=float)
+    except (TypeError, ValueError):
+        return False
+    finite = np.isfinite(own)
+    return (actual.shape == own.shape and not finite.all() and np.array_equal(np.isfinite(actual), finite)
+            and np.array_equal(actual[~finite], own[~finite], equal_nan=True) and close(actual[finite], own[finite]))
 
 
 def _weights_with(softmax, Q, K, mask):

@@ -14,7 +14,7 @@ import numpy as np
 
 from solutions import training as reference
 
-from autograder.engine.checking import check, close
+from autograder.engine.checking import check, close, named_cause
 from autograder.engine.harness import blame, call, quietly, seeded
 
 SEED = 14126980  # arXiv 1412.6980, Kingma & Ba, "Adam"
@@ -50,8 +50,7 @@ def check_noam_learning_rate(noam_learning_rate):
             (reference.noam_learning_rate(step + 1, d_model, warmup, scale),
              "it counts the steps from 0 (uses step + 1): step counts from 1"),
         ]
-        causes = {why for value, why in hints if close(got, value)}
-        reason = causes.pop() if len(causes) == 1 else \
+        reason = named_cause(got, expected, hints) or \
             "it should be scale · d_model^(−0.5) · min(step^(−0.5), step · warmup_steps^(−1.5))"
         check(False, f"noam_learning_rate is {got:.6g} instead of {expected:.6g} on {on}: {reason}.")
     for step in (0, -3):
@@ -103,13 +102,15 @@ def _same_structure(a, b):
     return np.shape(a) == np.shape(b)
 
 
-def _same(got, want):
+def _same(got, want, nan_equal=False):
     """Whether the nested arrays ``got`` equal ``want``, leaf by leaf, with the checks' one
-    tolerance applied to each leaf divided by its size (Adam's v is of order g², 1e-10 here)."""
+    tolerance applied to each leaf divided by its size (Adam's v is of order g², 1e-10 here).
+    NaN equals nothing, unless ``nan_equal`` (to recognise a mistake's NaN, never for points)."""
     pairs = [(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
              for (_, a), (_, b) in zip(_leaves(got), _leaves(want))]
     return len(pairs) == len(list(_leaves(want))) and all(
         a.shape == b.shape and np.array_equal(np.isfinite(a), np.isfinite(b))
+        and np.array_equal(a[~np.isfinite(a)], b[~np.isfinite(b)], equal_nan=nan_equal)  # the same infinities
         and close(np.where(np.isfinite(a), a, 0) / _size(b), np.where(np.isfinite(b), b, 0) / _size(b))
         for a, b in pairs)
 
@@ -172,9 +173,9 @@ def check_adam_step(adam_step):
                                                eps)
         if not _same(got, want):
             mistakes = _adam_mistakes(expected_params, g, lr, beta1, beta2, eps) if n == 1 else []
-            causes = {why for wrong, why in mistakes if _same(got, wrong)}
-            if len(causes) == 1:  # that mistake alone gives these parameters
-                check(False, f"adam_step gives wrong parameters at {on}: {causes.pop()}.")
+            cause = named_cause(got, want, mistakes, same=lambda a, b: _same(a, b, nan_equal=True))
+            if cause is not None:
+                check(False, f"adam_step gives wrong parameters at {on}: {cause}.")
             check(all(np.all(np.isfinite(a)) for _, a in _leaves(got)),
                   f"adam_step gives parameters that hold inf or nan at {on}.")
             check(False, f"adam_step gives wrong parameters at {on}: they should be "

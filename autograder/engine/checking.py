@@ -39,7 +39,8 @@ def check_shape(actual, shape, name):
 
 
 def close(actual, expected):
-    """Whether `actual` has the shape and (within RTOL, ATOL) the values of `expected`."""
+    """Whether `actual` has the shape and (within RTOL, ATOL) the values of `expected`: equal
+    only where both are finite or both the same infinity (NaN equals nothing)."""
     try:
         actual, expected = np.asarray(actual), np.asarray(expected)
         return actual.shape == expected.shape and bool(np.allclose(actual, expected, rtol=RTOL, atol=ATOL))
@@ -65,6 +66,16 @@ def _text(array):
     return " ".join(text.split())
 
 
+def named_cause(actual, expected, mistakes, same=close):
+    """The mistake of `mistakes`, pairs (what that mistake alone gives, what is wrong), whose value
+    `actual` equals (by `same`) and `expected` does not, when exactly one is; else None. The one
+    rule of every check: a cause is named only when it alone explains the values (two would
+    be a guess). `expected` None: the values were already found wrong."""
+    causes = {mistake for wrong, mistake in mistakes
+              if same(actual, wrong) and (expected is None or not same(wrong, expected))}
+    return causes.pop() if len(causes) == 1 else None
+
+
 def check_close(actual, expected, name, hint="", mistakes=()):
     """Check that `actual` has the shape, kind and values of `expected`.
 
@@ -86,8 +97,7 @@ def check_close(actual, expected, name, hint="", mistakes=()):
         right = close(actual, expected)
     if right:
         return
-    causes = {mistake for wrong, mistake in mistakes if close(actual, wrong) and not close(wrong, expected)}
-    if len(causes) == 1:  # that mistake alone gives these values (two would be a guess)
-        mistake = causes.pop()
+    mistake = named_cause(actual, expected, mistakes)
+    if mistake is not None:
         raise CheckFailed(f"{name}: {mistake}.", cause=mistake)
     raise CheckFailed(f"{name}: {shown(actual, expected)}" + (f" ({hint})." if hint else "."))

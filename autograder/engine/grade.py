@@ -320,7 +320,8 @@ def read_notebook(path):
 def _restart(sandbox):
     """A fresh sandbox for the remaining checks: the last one died or was stopped."""
     sandbox.close()
-    fresh = Sandbox(sandbox.cells, sandbox.limits, sandbox.uid, timeouts=sandbox.timeouts, hidden=sandbox.hidden)
+    fresh = Sandbox(sandbox.cells, sandbox.limits, sandbox.uid, timeouts=sandbox.timeouts, files=sandbox.files,
+                    hidden=sandbox.hidden)
     fresh.events, fresh.deadline = sandbox.events, sandbox.deadline  # no new time
     fresh.stopped = sandbox.stopped  # nor new calls of what ran out of time
     fresh.places = sandbox.places
@@ -333,14 +334,15 @@ def _restart(sandbox):
 
 def _run_test(test, visible, sandbox, secret):
     """The Check of one check cell: its visible part ran in the sandbox, its hidden part runs here,
-    on inputs drawn with the submission's `secret`."""
-    def failed(message):
+    on inputs drawn with the submission's `secret`. Where the visible part failed, its message
+    stands, with the mistake the hidden part names when it names one (`_with_cause`)."""
+    def failed(message, cause=None):
+        if visible is not None and visible["error"] is not None:
+            message = _with_cause(failure_message(visible["error"]), cause)
         return Check(test.grade_id, 0.0, test.points, message)
 
     if visible is None:
         return failed("not graded: the notebook stopped before this check ran")
-    if visible["error"] is not None:
-        return failed(failure_message(visible["error"]))
     if not sandbox.alive:
         return failed("not graded: the notebook's process had stopped before this check ran")
     namespace = dict(sandbox.functions)
@@ -348,7 +350,7 @@ def _run_test(test, visible, sandbox, secret):
         with harness.secret(secret):
             exec(compile(test.hidden, f"<hidden checks of {test.grade_id}>", "exec"), namespace)
     except CheckFailed as failure:
-        return failed(str(failure))
+        return failed(str(failure), failure.cause)
     except SandboxStopped as stop:
         return failed(f"not graded: {stop.reason}")
     except NameError as error:
@@ -357,12 +359,22 @@ def _run_test(test, visible, sandbox, secret):
                       "or did it fail to run?)")
     except Exception as error:  # the student's result broke a check: it is not right
         return failed(f"{type(error).__name__}: {_first_line(error)}")
+    if visible["error"] is not None:
+        return failed("")
     return Check(test.grade_id, test.points, test.points)
 
 
+def _with_cause(message, cause):
+    """The visible check's message, and the one mistake the hidden check found in the same function
+    (named only when it alone explains the values; the hidden inputs are never shown)."""
+    if not cause or cause in message:
+        return message
+    return f"{message.rstrip('.')}. The hidden checks find why: {cause}."
+
+
 def sandbox_for(course, name, cells, limits):
-    """The sandbox that runs the fitted `cells` of assignment `name` of `course`: its code cells, by index,
-    with the time limits derived from the reference's times (timing.py)."""
+    """The sandbox that runs the fitted `cells` of assignment `name` of `course`: its code cells, by
+    index, with the time limits derived from the reference's times (timing.py)."""
     code = [(str(i), cell.source) for i, cell in enumerate(cells) if cell.cell_type == "code"]
     timeouts = timing.timeouts(course, name, [(str(i), assignments_.grade_id(cell)) for i, cell in enumerate(cells)],
                                limits)

@@ -11,17 +11,25 @@ one step changed, what is wrong); it is named only when it alone reproduces the
 student's value; otherwise the message shows the expected and the actual values
 and a hint that says what is right, never why it is wrong. Properties (shapes,
 NaN, masked weights: ``check_weights``) are stated as facts.
+
+Memory is measured where the student's code cannot reach it: ``call_in_memory``
+runs a function under a hard cap on its process's address space, set before the
+student's code runs there, and fails the check when the call does not fit.
+Nothing the notebook measures or redefines (``tracemalloc``, a given
+``peak_memory``, NumPy) changes what it decides.
 """
 
 import contextlib
 import contextvars
 import copy
 import io
+import os
+import resource
 import warnings
 
 import numpy as np
 
-from .checking import CheckFailed, check, check_close, close
+from .checking import CheckFailed, check, check_close, close, named_cause
 
 # The grader passes a secret number per submission to the checks it runs
 # (`with secret(number): ...`), so that their inputs cannot be known, or
@@ -68,6 +76,10 @@ def call(function, *args, on, **kwargs):
             result = function(*args, **kwargs)
         except NotImplementedError:
             raise CheckFailed(f"{name} is not implemented yet (it raises NotImplementedError).") from None
+        except MemoryError:
+            if _MEMORY.get():
+                raise _OutOfMemory() from None
+            raise CheckFailed(f"{name} raised MemoryError on {on}.") from None
         except Exception as error:  # any failure of student code is a failed check
             raise CheckFailed(
                 f"{name} raised {type(error).__name__} ({error}) on {on}."
@@ -76,6 +88,124 @@ def call(function, *args, on, **kwargs):
         raise CheckFailed(f"{name} modified its input on {on}: compute new arrays instead "
                           "of changing its arguments (or their parameters) in place.")
     return result
+
+
+def call_in_memory(function, *args, on, limit_bytes, **kwargs):
+    """``call(function, *args, on=on, **kwargs)`` where the call has at most ``limit_bytes`` of
+    memory beyond its process's baseline; ``CheckFailed`` naming the function, the input and
+    the limit when it does not fit (MemoryError, or its process dies).
+
+    Where the function runs decides how, and the student's code can change neither:
+
+    - a sandbox proxy (``sandbox.StudentFunction``, under ``grade``) runs in a second sandbox
+      of the same submission (``Sandbox.in_memory``: same cells, time limits and deadline),
+      whose runner sets its hard address-space limit (RLIMIT_AS, which the student's user has
+      no capability to raise) at its own size after its imports plus ``limit_bytes``, before
+      the notebook's first cell. The cap is absolute for that process: whatever the notebook
+      holds counts, memory it reserved earlier and frees inside the call gains nothing, and
+      the call's inputs, decoded there, count too. That sandbox runs the notebook again when
+      a memory check first asks, and serves every memory check of the submission (one per
+      ``limit_bytes``);
+    - a plain function (plain nbgrader kernels, the tests) runs in a forked child that sets
+      the same hard limit, at its size after the fork plus ``limit_bytes``, and sends the
+      result back through a pipe as plain data (``wire``); its inputs were in memory before
+      the fork and do not count.
+
+    So choose ``limit_bytes`` to hold the call's inputs (twice: as received and as arrays)
+    and what a right answer allocates, with a margin, and far less than the array the check
+    forbids; and check the values returned too (a function may catch MemoryError and return
+    anything). Linux only (it reads /proc/self/status); the cost is one more run of the
+    notebook per submission, or one fork per call.
+    """
+    from .sandbox import SandboxStopped, StudentFunction  # the engine's sandbox, loaded when used
+
+    name = getattr(function, "__name__", "your function")
+    limit = f"{limit_bytes / 2 ** 20:.0f} MiB"
+    failed = OutOfMemory(f"{name} did not fit in {limit} of memory on {on}: it needs more memory "
+                         "at once than the task allows.")
+    if isinstance(function, StudentFunction):
+        try:
+            bounded = function.in_memory(limit_bytes)
+            with _memory_error_as(failed):
+                return call(bounded, *args, on=on, **kwargs)
+        except SandboxStopped as stop:
+            raise OutOfMemory(f"{name} could not be run within {limit} of memory on {on} "
+                              f"({stop.reason}).") from None
+    return _call_forked(function, args, kwargs, on, limit_bytes, failed)
+
+
+class OutOfMemory(CheckFailed):
+    """``call_in_memory``'s failure when the call does not fit: a check may catch it to say why
+    in its own words."""
+
+
+class _OutOfMemory(BaseException):
+    """A MemoryError of the student's function, carried past ``call``'s own handling."""
+
+
+@contextlib.contextmanager
+def _memory_error_as(failed):
+    """Turn a MemoryError of the function called inside (which ``call`` sees as _OutOfMemory)
+    into ``failed``."""
+    token = _MEMORY.set(True)
+    try:
+        yield
+    except _OutOfMemory:
+        raise failed from None
+    finally:
+        _MEMORY.reset(token)
+
+
+_MEMORY = contextvars.ContextVar("memory", default=False)  # inside call_in_memory: MemoryError fails it
+
+
+def _call_forked(function, args, kwargs, on, limit_bytes, failed):
+    """``call`` in a forked child whose address space is capped at its size plus ``limit_bytes``."""
+    from . import wire
+
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        status = 1
+        try:
+            os.close(reader)
+            size = _address_space()
+            resource.setrlimit(resource.RLIMIT_AS, (size + limit_bytes, size + limit_bytes))
+            try:
+                with _memory_error_as(failed):
+                    message = ("returned", call(function, *args, on=on, **kwargs))
+            except CheckFailed as failure:
+                message = ("out of memory" if isinstance(failure, OutOfMemory) else "failed", str(failure))
+            tree, blobs = wire.encode(message)
+            with os.fdopen(writer, "wb") as stream:
+                wire.send(stream, {"value": tree}, blobs)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as stream:
+        try:
+            received = wire.receive(stream)
+        except wire.WireError:
+            received = None
+    os.waitpid(pid, 0)
+    if received is None:  # it died, or ran out of memory while sending its answer
+        raise failed
+    header, blobs = received
+    kind, value = wire.decode(header["value"], blobs)
+    if kind in ("failed", "out of memory"):
+        raise (OutOfMemory if kind == "out of memory" else CheckFailed)(value)
+    return value
+
+
+def _address_space():
+    """This process's address space in bytes (VmSize), once BLAS has its work buffer: the first
+    matrix product reserves it (32 MiB), which must not count against the caller's limit."""
+    square = np.ones((300, 300))
+    square @ square.T
+    del square
+    with open("/proc/self/status") as status:
+        return int(next(line for line in status if line.startswith("VmSize:")).split()[1]) * 1024
 
 
 def _unchanged(value, snapshot):
@@ -122,33 +252,34 @@ def compare(actual, expected, name, mistakes=(), variant=None, hint=""):
     """
     if close(actual, expected):
         return True
-    if is_variant(actual, variant):
+    if is_variant(actual, variant, expected):
         return False
     check_close(actual, expected, name, hint() if callable(hint) else hint,
                 mistakes() if callable(mistakes) else mistakes)
     return True  # equal after all (booleans compared exactly)
 
 
-def is_variant(actual, variant):
-    """Whether ``actual`` equals ``variant()`` (NaN where it has NaN): what the reference gives
-    with the student's own earlier functions. False when ``variant`` is None or fails."""
+def is_variant(actual, variant, expected=None):
+    """Whether ``actual`` equals ``variant()``, what the reference gives with the student's own
+    earlier functions, and that variant is finite wherever ``expected`` (the reference's value)
+    is: NaN never equals NaN, so a NaN answer is no variant of anything. False when ``variant``
+    is None or fails."""
     own = None if variant is None else quietly(variant)
     if own is None:
         return False
     try:
-        actual, own = np.asarray(actual, dtype=float), np.asarray(own, dtype=float)
-    except (TypeError, ValueError):
+        own = np.asarray(own, dtype=float)
+        finite = np.isfinite(own) if expected is None else np.isfinite(own)[np.isfinite(expected)]
+    except (TypeError, ValueError, IndexError):  # not numbers, or not of the expected shape
         return False
-    return actual.shape == own.shape and np.array_equal(np.isnan(actual), np.isnan(own)) \
-        and close(np.nan_to_num(actual), np.nan_to_num(own))
+    return bool(np.all(finite)) and close(actual, own)
 
 
 def diagnose(actual, mistakes, where):
     """Fail naming the mistake of ``mistakes`` (pairs (what it alone gives, what is wrong))
     that gives ``actual``, when exactly one does; do nothing otherwise."""
-    causes = {mistake for wrong, mistake in mistakes if close(actual, wrong)}
-    if len(causes) == 1:
-        cause = causes.pop()
+    cause = named_cause(actual, None, mistakes)
+    if cause is not None:
         raise CheckFailed(f"{where}{cause}.", cause=cause)
 
 

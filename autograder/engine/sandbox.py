@@ -13,7 +13,10 @@ functions through `StudentFunction` proxies: the inputs go to the sandbox as
 plain data, the results come back as plain data (`wire`), and the comparison
 with the reference, hence every point, is decided here. One thing can only
 be observed where the code runs, and a notebook could hide it: whether a
-function changed its arguments in place. The flags (`flags.py`) point at code
+function changed its arguments in place. Memory is decided by a limit the
+notebook cannot raise: `Sandbox.in_memory` runs the notebook again in a
+sandbox whose runner caps its own address space before the first cell
+(`harness.call_in_memory`). The flags (`flags.py`) point at code
 that tries.
 """
 
@@ -45,6 +48,11 @@ HERE = Path(__file__).resolve().parent
 RUNNER_FILES = (HERE / "sandbox_runner.py", HERE / "wire.py")
 SITE_PACKAGES = [folder for folder in site.getsitepackages() if os.path.isdir(folder)]
 GRACE = 5.0  # seconds the grader waits beyond the runner's own alarm before killing it
+# In a sandbox for memory checks, glibc's malloc serves arrays of 128 KiB and more from their own
+# mappings, returned when freed (fixing the threshold stops glibc from raising it, and keeping
+# freed arrays, after a large free): what a call frees no longer counts against the cap. It
+# costs page faults (NumPy code with large temporaries takes about twice as long), so only there.
+MALLOC = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
 
 
 class SandboxUnavailable(RuntimeError):
@@ -120,10 +128,11 @@ def runner_folder():
     return _RUNNER[0]
 
 
-def _bwrap(folder, uid, limits, files=(), hidden=()):
+def _bwrap(folder, uid, limits, files=(), environment=None, hidden=()):
     """The bwrap command line that runs the runner files of `folder` (and their bytecode) with
-    nothing else around but `files`: (path, relative path) bound read-only in the notebook's folder;
-    the packages `hidden` (the course's) and the engine's are hidden should they be installed as copies."""
+    nothing else around but `files`: (path, relative path) bound read-only in the notebook's folder
+    (and the variables of `environment`); the packages `hidden` (the course's) and the engine's are
+    hidden should they be installed as copies."""
     prefix, venv = Path(sys.base_prefix), Path(sys.prefix)
     size = str(limits.disk_bytes)
     command = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
@@ -157,7 +166,8 @@ def _bwrap(folder, uid, limits, files=(), hidden=()):
     command += ["--chdir", "/sandbox", "--clearenv",
                 "--setenv", "HOME", "/tmp", "--setenv", "PATH", f"{venv / 'bin'}:/usr/bin:/bin",
                 "--setenv", "OPENBLAS_NUM_THREADS", "1", "--setenv", "OMP_NUM_THREADS", "1",
-                "--setenv", "MPLBACKEND", "Agg", "--setenv", "MPLCONFIGDIR", "/tmp"]
+                "--setenv", "MPLBACKEND", "Agg", "--setenv", "MPLCONFIGDIR", "/tmp",
+                *(part for name, value in (environment or {}).items() for part in ("--setenv", name, value))]
     if uid is None:
         return command
     if os.geteuid() == 0:
@@ -174,14 +184,18 @@ def _bwrap(folder, uid, limits, files=(), hidden=()):
 class Sandbox:
     """One submission's notebook, running in its sandbox; `run()` then `call()`s."""
 
-    def __init__(self, cells, limits=Limits(), uid=61000, isolate=True, timeouts=Timeouts(), files=(), hidden=()):
+    def __init__(self, cells, limits=Limits(), uid=61000, isolate=True, timeouts=Timeouts(), files=(),
+                 memory_above_baseline=None, hidden=()):
         """`isolate=False` runs the same runner without bubblewrap: only for our own code
         (measuring the reference, or what the sandbox costs). `files`: (path, relative path) of
-        files the notebook reads, bound read-only in its folder. `hidden`: the course's packages,
-        hidden from the notebook should they be installed as copies."""
+        files the notebook reads, bound read-only in its folder. `memory_above_baseline` (bytes):
+        the runner caps its address space at its own size before the notebook's first cell
+        plus this many bytes (see `in_memory`). `hidden`: the course's packages, hidden from the
+        notebook should they be installed as copies."""
         self.cells, self.limits, self.uid, self.isolate = cells, limits, uid, isolate
         self.files, self.hidden = tuple(files), tuple(hidden)
-        self.timeouts = timeouts
+        self.timeouts, self.memory_above_baseline = timeouts, memory_above_baseline
+        self.memory_sandboxes = {}  # limit in bytes -> Sandbox: the memory checks' (in_memory)
         self.events = []        # (status, reason) of every limit hit or crash
         self.stopped = {}       # function name -> why it is not called again (it ran out of time)
         self.call_seconds = {}  # function name -> CPU time of its slowest call so far (runner's)
@@ -207,7 +221,7 @@ class Sandbox:
         if self.isolate:
             # run as a module, from its bytecode; without `site`, whose .pth files would import the
             # course's editable finder (our own code, unsandboxed, needs it): the packages' folders
-            command = _bwrap(runner, self.uid, self.limits, self.files, self.hidden) + [
+            command = _bwrap(runner, self.uid, self.limits, self.files, self._environment(), self.hidden) + [
                 python, "-E", "-s", "-S", "-B", "-m", "sandbox_runner", str(theirs.fileno()), *SITE_PACKAGES]
             self._folder = None  # its folders are its own, in memory
         else:
@@ -215,7 +229,8 @@ class Sandbox:
             self._folder = Path(tempfile.mkdtemp(prefix="sandbox-"))  # its working folder
         self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=subprocess.STDOUT, pass_fds=[theirs.fileno()],
-                                         cwd=self._folder or runner, start_new_session=True)
+                                         cwd=self._folder or runner, start_new_session=True,
+                                         env=None if self.isolate else {**os.environ, **self._environment()})
         theirs.close()
         self._socket = ours
         self._reader, self._writer = ours.makefile("rb"), ours.makefile("wb")
@@ -226,11 +241,17 @@ class Sandbox:
         self._monitor = threading.Thread(target=self._drain_output, daemon=True)
         self._monitor.start()
 
+    def _environment(self):
+        return MALLOC if self.memory_above_baseline is not None else {}
+
     @property
     def alive(self):
         return self._process is not None and self._process.poll() is None
 
     def close(self):
+        for sandbox in self.memory_sandboxes.values():
+            sandbox.close()
+        self.memory_sandboxes = {}
         if self._process is not None:
             self._kill()
             self._monitor.join(timeout=5)
@@ -326,7 +347,7 @@ class Sandbox:
         self.start()
         limits = {"memory_bytes": self.limits.memory_bytes, "processes": self.limits.processes,
                   "file_bytes": self.limits.file_bytes, "output_chars": self.limits.output_chars,
-                  "wall_factor": self.limits.wall_factor}
+                  "wall_factor": self.limits.wall_factor, "memory_above_baseline": self.memory_above_baseline}
         seconds = {cell_id: self.timeouts.cells.get(cell_id, self.limits.cell_seconds)
                    for cell_id, _ in self.cells}
         self._send({"op": "run", "cells": self.cells, "cell_timeout": self.limits.cell_seconds,
@@ -360,6 +381,28 @@ class Sandbox:
         self.functions = {name: StudentFunction(self, name) for name in names
                           if isinstance(name, str) and name.isidentifier() and not hasattr(builtins, name)}
         return results
+
+    def in_memory(self, limit_bytes):
+        """The sandbox in which this submission's functions run within `limit_bytes` of memory
+        beyond the baseline: a fresh one of the same notebook (same cells, time limits and
+        deadline), whose runner caps its own address space (a hard limit, which its user
+        cannot raise) at its size after its imports plus `limit_bytes`, before any cell
+        runs. The cap is absolute: memory the notebook holds counts, and freeing inside a
+        call what a cell reserved gains nothing. The notebook runs there again (its cells'
+        errors and limits are not this submission's: they are not recorded); started at the
+        first memory check, kept for the others. Functions stopped for time stay stopped."""
+        sandbox = self.memory_sandboxes.get(limit_bytes)
+        if sandbox is None or not sandbox.alive:
+            if sandbox is not None:
+                sandbox.close()
+            sandbox = Sandbox(self.cells, self.limits, self.uid, self.isolate, self.timeouts, self.files,
+                              memory_above_baseline=limit_bytes, hidden=self.hidden)
+            sandbox.deadline, sandbox.places, sandbox.task = self.deadline, self.places, self.task
+            sandbox.stopped, sandbox.call_seconds = self.stopped, self.call_seconds  # shared
+            self.memory_sandboxes[limit_bytes] = sandbox
+            sandbox.run()  # SandboxStopped if it dies there
+        sandbox.task = self.task
+        return sandbox
 
     def _note(self, error, where, seconds, function=None):
         """Record a limit that the student's code hit, as the submission's status, saying where
@@ -427,6 +470,12 @@ class StudentFunction:
 
     def __call__(self, *args, **kwargs):
         return self._sandbox.call(self.__name__, args, kwargs)
+
+    def in_memory(self, limit_bytes):
+        """This function in the submission's sandbox for memory checks (`Sandbox.in_memory`):
+        calling it may use at most `limit_bytes` beyond that process's baseline. SandboxStopped
+        when that sandbox cannot run the notebook."""
+        return StudentFunction(self._sandbox.in_memory(limit_bytes), self.__name__)
 
     @property
     def __globals__(self):

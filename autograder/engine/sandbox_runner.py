@@ -19,6 +19,12 @@ to the grader over the socket FD with `wire` messages:
   runner -> {"op": "returned", "cpu_seconds": s} + [result, args, kwargs after the call]
             or {"op": "raised", "error": {...}, "cpu_seconds": s}
 
+limits["memory_above_baseline"], when not null, makes this a sandbox for
+memory checks: before the first cell, the runner reserves BLAS's work buffer,
+reads its own address space (VmSize) and sets its hard RLIMIT_AS to that plus
+those bytes (at most limits["memory_bytes"]), which the student's code cannot
+raise.
+
 Time limits are on CPU time, which measures the work whatever else the
 machine runs (the reference's times are CPU times too), and on wall-clock
 time at limits["wall_factor"] times as much, which stops code that waits
@@ -223,6 +229,18 @@ def describe(error):
             "mro": [cls.__name__ for cls in type(error).__mro__]}
 
 
+def baseline_memory():
+    """This process's address space (VmSize, bytes) once NumPy is ready: BLAS's work buffer,
+    which its first product reserves (32 MiB), is made here, before the notebook runs."""
+    import numpy
+    square = numpy.ones((300, 300))
+    square @ square.T
+    del square
+    with open("/proc/self/status") as status:
+        size = next(line for line in status if line.startswith("VmSize:"))
+    return int(size.split()[1]) * 1024
+
+
 def main(fd):
     channel = socket.socket(fileno=fd)
     reader, writer = channel.makefile("rb"), channel.makefile("wb")
@@ -259,7 +277,10 @@ def main(fd):
             sys.stdout, sys.stderr = saved
 
     # From here on, the student's code runs: set the limits it cannot raise.
-    for limit, value in ((resource.RLIMIT_AS, limits["memory_bytes"]),
+    memory = limits["memory_bytes"]
+    if limits.get("memory_above_baseline") is not None:  # a sandbox for memory checks
+        memory = min(memory, baseline_memory() + int(limits["memory_above_baseline"]))
+    for limit, value in ((resource.RLIMIT_AS, memory),
                          (resource.RLIMIT_NPROC, limits["processes"]),
                          (resource.RLIMIT_FSIZE, limits["file_bytes"]),
                          (resource.RLIMIT_CORE, 0)):
@@ -308,6 +329,7 @@ def main(fd):
         op = request.get("op")
         if op == "call":
             args, kwargs = wire.decode(request["arguments"], blobs)
+            del message, blobs  # the arrays are decoded: their bytes would only take memory
             function = NOTEBOOK.get(request["name"])
             cpu = time.process_time()
             try:
@@ -318,10 +340,13 @@ def main(fd):
                 note_timeout(error, "in a check")
                 wire.send(writer, {"op": "raised", "error": describe(error),
                                    "cpu_seconds": time.process_time() - cpu})
+                del args, kwargs, error
                 continue
             cpu = time.process_time() - cpu
             tree, out_blobs = wire.encode([value, args, kwargs])
+            del value, args, kwargs  # nothing of a call outlives it (memory checks count it all)
             wire.send(writer, {"op": "returned", "value": tree, "cpu_seconds": cpu}, out_blobs)
+            del tree, out_blobs
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ class Unsupported:
 # -- values <-> (JSON tree, blobs) ---------------------------------------------
 
 def encode(value):
-    """(tree, blobs): `value` as JSON-able data plus the bytes of its arrays."""
+    """(tree, blobs): `value` as JSON-able data plus its arrays (which `send` writes as .npy)."""
     blobs = []
 
     def walk(x, depth):
@@ -81,9 +81,7 @@ def encode(value):
 
 
 def _blob(array, blobs):
-    buffer = io.BytesIO()
-    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
-    blobs.append(buffer.getvalue())
+    blobs.append(np.ascontiguousarray(array))  # written as .npy by `send`, one at a time
     return len(blobs) - 1
 
 
@@ -158,8 +156,13 @@ def _array(blobs, index):
 
 def send(stream, header, blobs=()):
     """Write one message (a JSON-able dict and its blobs) to a binary stream."""
-    frames = [json.dumps({**header, "blobs": len(blobs)}).encode(), *blobs]
-    stream.write(b"".join(_LENGTH.pack(len(frame)) + frame for frame in frames))
+    for frame in (json.dumps({**header, "blobs": len(blobs)}).encode(), *blobs):
+        if isinstance(frame, np.ndarray):  # an array of `encode`: its .npy bytes, made only now
+            buffer = io.BytesIO()
+            np.save(buffer, frame, allow_pickle=False)
+            frame = buffer.getbuffer()
+        stream.write(_LENGTH.pack(len(frame)))
+        stream.write(frame)  # frame by frame: no copy of the whole message in memory
     stream.flush()
 
 

@@ -15,10 +15,9 @@ import textwrap
 import nbformat
 
 from autograder.engine import assignment as assignments_
-from autograder.engine.course import EXERCISES
 from autograder.engine.grade import Check, Result
-from tests.support import COURSE
 from tests.autograder.grading import SLUG, implementations
+from tests.support import COURSE
 
 A = {task: textwrap.dedent(inspect.getsource(function)) for task, function in
      implementations(SLUG).CORRECT.items()}
@@ -296,7 +295,7 @@ COPIES = {("a", "a-copy"), ("b", "b-copy"), ("d", "d-copy"), ("e", "e-copy")}
 def notebook(answers, added=()):
     """The released notebook with its answer cells replaced by `answers` and `added` cells put
     before the first answer cell, as a student would hand it in."""
-    handed_in = nbformat.read(EXERCISES / f"{SLUG}.ipynb", as_version=4)
+    handed_in = nbformat.read(COURSE.exercises / f"{SLUG}.ipynb", as_version=4)
     first = None
     for index, cell in enumerate(handed_in.cells):
         task = cell.metadata.get("nbgrader", {}).get("grade_id")

@@ -22,9 +22,8 @@ from pathlib import Path
 import pytest
 
 from autograder.engine import grade
-from autograder.engine.course import ROOT
 from autograder.engine.sandbox import Limits
-from tests.support import COURSE
+from tests.support import COURSE, ROOT
 from tests.autograder import adversarial
 from tests.autograder.adversarial import ALL_CHEATS, CACHE_SLUG, HONEST, HONEST_UNSTABLE, SLUG
 from tests.autograder.grading import write

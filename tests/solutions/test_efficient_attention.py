@@ -132,6 +132,24 @@ def test_flash_attention_is_stable_for_large_scores():
     assert np.all(np.isfinite(logsumexp))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("block_size", [1, 2, 3, 4, 8])
+def test_the_causal_backward_masks_before_exp(dtype, block_size):
+    # query 0 must not see key 3, whose score 30·30·4/2 = 1800 exceeds its logsumexp by far more
+    # than exp can take: exp before the mask gives inf · 0 = NaN (issue 28)
+    rng = np.random.default_rng(0)
+    Q, K, V = (rng.normal(size=(6, 4)) for _ in range(3))
+    Q[0] = K[3] = 30.0
+    Q, K, V = (X.astype(dtype) for X in (Q, K, V))
+    output, logsumexp = flash_attention(Q, K, V, block_size, causal=True)
+    G = rng.normal(size=output.shape).astype(dtype)
+    grads = flash_attention_backward(Q, K, V, output, logsumexp, G, block_size, causal=True)
+    expected = scaled_dot_product_attention_backward(*(X.astype(float) for X in (Q, K, V, G)), causal_mask(6))
+    for actual, right in zip(grads, expected):
+        assert actual.dtype == dtype and np.all(np.isfinite(actual))
+        np.testing.assert_allclose(actual, right, rtol=1e-4 if dtype == np.float32 else 1e-9, atol=1e-4)
+
+
 def test_inputs_are_not_modified_and_bad_shapes_raise():
     Q, K, V = rng.normal(size=(3, 4)), rng.normal(size=(5, 4)), rng.normal(size=(5, 2))
     copies = [a.copy() for a in (Q, K, V)]

@@ -101,10 +101,10 @@ def flash_attention_backward(Q, K, V, output, logsumexp, grad_output, block_size
             cols = slice(k0, k0 + block_size)
             k, v = K[..., cols, :], V[..., cols, :]
             scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(d)
-            p = np.where(seen, np.exp(scores - np.where(seen, lse, 0.0)), 0.0)
-            if causal:
+            if causal:  # masked before exp: a masked score may be far above logsumexp
                 position = T_k - T_q + np.arange(q0, q0 + q.shape[-2])
-                p = p * (position[:, None] >= np.arange(k0, k0 + k.shape[-2]))
+                scores = np.where(position[:, None] >= np.arange(k0, k0 + k.shape[-2]), scores, -np.inf)
+            p = np.where(seen, np.exp(scores - np.where(seen, lse, 0.0)), 0.0)
             grad_V[..., cols, :] += np.swapaxes(p, -1, -2) @ dO
             ds = p * (dO @ np.swapaxes(v, -1, -2) - D[..., rows, None]) / math.sqrt(d)
             grad_Q[..., rows, :] += ds @ k
@@ -319,6 +319,32 @@ def _backward(**changes):
     return backward
 
 
+def flash_backward_exp_before_mask(Q, K, V, output, logsumexp, grad_output, block_size=64, causal=False):
+    # exp of every score, then the causal mask: exp overflows for a masked score far above logsumexp
+    T_q, d = Q.shape[-2:]
+    T_k = K.shape[-2]
+    grad_Q, grad_K, grad_V = np.zeros(Q.shape), np.zeros(K.shape), np.zeros(V.shape)
+    D = (grad_output * output).sum(axis=-1)
+    for q0 in range(0, T_q, block_size):
+        rows = slice(q0, q0 + block_size)
+        q, dO = Q[..., rows, :], grad_output[..., rows, :]
+        lse = logsumexp[..., rows, None]
+        seen = np.isfinite(lse)
+        for k0 in range(0, T_k, block_size):
+            cols = slice(k0, k0 + block_size)
+            k, v = K[..., cols, :], V[..., cols, :]
+            scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(d)
+            p = np.where(seen, np.exp(scores - np.where(seen, lse, 0.0)), 0.0)
+            if causal:
+                position = T_k - T_q + np.arange(q0, q0 + q.shape[-2])
+                p = p * (position[:, None] >= np.arange(k0, k0 + k.shape[-2]))
+            grad_V[..., cols, :] += np.swapaxes(p, -1, -2) @ dO
+            ds = p * (dO @ np.swapaxes(v, -1, -2) - D[..., rows, None]) / math.sqrt(d)
+            grad_Q[..., rows, :] += ds @ k
+            grad_K[..., cols, :] += np.swapaxes(ds, -1, -2) @ q
+    return grad_Q, grad_K, grad_V
+
+
 flash_backward_no_D = _backward(use_D=False)
 flash_backward_no_scale = _backward(scale_power=0)
 flash_backward_scale_twice = _backward(scale_power=2)
@@ -381,10 +407,14 @@ MISTAKES = {
                                 "causal=True is ignored"),
     "backward-nan-for-empty-rows": (BACKWARD, flash_backward_nan_for_empty_rows, "check_flash_attention_backward",
                                     "contains NaN or inf"),
+    "backward-exp-before-mask": (BACKWARD, flash_backward_exp_before_mask, "check_flash_attention_backward",
+                                 "mask the scores before exp"),
 }
 
-# Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py (the two that
-# form whole score matrices are caught there by the visible memory checks, in the sandbox).
+# Mistakes also graded end to end, in tests/autograder/test_grade.py (the two that form whole
+# score matrices fail the visible memory checks there, and the hidden ones under a memory cap
+# outside the student's process: tests/autograder/test_memory.py grades cheats that pass the
+# visible ones).
 GRADED_MISTAKES = ["kv-no-values", "sw-not-causal", "flash-whole-score-matrix", "backward-whole-matrices"]
 
 
