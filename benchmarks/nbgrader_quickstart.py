@@ -11,7 +11,7 @@ stderr, deleting test cells); `autograde`
 grades a `submitted/` folder with stock `nbgrader autograde` and reads its
 gradebook.
 
-Used by tests/autograder/test_nbgrader_course.py (scores equal nbgrader's) and
+Used by tests/engine/test_nbgrader_course.py (scores equal nbgrader's) and
 by benchmarks/nbgrader_course.py (the time of both).
 """
 

@@ -27,7 +27,7 @@ if __package__ in (None, ""):  # run as a file: make the repository importable
 
 from autograder.engine import course  # noqa: E402
 from benchmarks.batch import time_per_notebook, write_batch  # noqa: E402
-from tests.autograder.grading import SLUG, implementations, write  # noqa: E402
+from tests.engine.grading import SLUG, implementations, write  # noqa: E402
 from tests.conftest import submission  # noqa: E402
 
 COURSE = course.load(Path(__file__).resolve().parent.parent / "course.toml")  # this course

@@ -16,8 +16,8 @@ import pytest
 
 from autograder.engine import harness
 from autograder.engine.checking import CheckFailed
-from tests.autograder.grading import details, grades, run_grader, write
-from tests.autograder.implementations import efficient_attention as students
+from tests.engine.grading import details, grades, run_grader, write
+from tests.course.implementations import efficient_attention as students
 from solutions.scaled_dot_product import scaled_dot_product_attention  # noqa: F401 (given)
 from tests.conftest import submission
 

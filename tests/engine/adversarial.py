@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import nbformat
 from nbformat.v4 import new_code_cell
 
-from tests.autograder.implementations import scaled_dot_product as sdp
-from tests.autograder.implementations import transformer_decoder as td
+from tests.course.implementations import scaled_dot_product as sdp
+from tests.course.implementations import transformer_decoder as td
 from tests.conftest import submission
 
 SLUG = "scaled_dot_product"

@@ -14,7 +14,7 @@ SLUG = "scaled_dot_product"  # the assignment of the fixtures that are about gra
 
 
 def implementations(slug):
-    return importlib.import_module(f"tests.autograder.implementations.{slug}")
+    return importlib.import_module(f"tests.course.implementations.{slug}")
 
 
 def max_score(slug):

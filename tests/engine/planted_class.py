@@ -16,7 +16,7 @@ import nbformat
 
 from autograder.engine import assignment as assignments_
 from autograder.engine.grade import Check, Result
-from tests.autograder.grading import SLUG, implementations
+from tests.engine.grading import SLUG, implementations
 from tests.support import COURSE
 
 A = {task: textwrap.dedent(inspect.getsource(function)) for task, function in

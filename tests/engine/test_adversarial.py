@@ -1,6 +1,6 @@
 """Grades that student code cannot forge: one batch of cheaters among honest students.
 
-Each cheater (tests/autograder/adversarial.py) hands in a wrong solution plus
+Each cheater (tests/engine/adversarial.py) hands in a wrong solution plus
 one trick. For each: it earns no point the same solution without the trick
 does not earn, the batch completes, every other student's grade is what it
 is when graded without the cheaters, nothing outside OUT is written, and the
@@ -24,9 +24,9 @@ import pytest
 from autograder.engine import grade
 from autograder.engine.sandbox import Limits
 from tests.support import COURSE, ROOT
-from tests.autograder import adversarial
-from tests.autograder.adversarial import ALL_CHEATS, CACHE_SLUG, HONEST, HONEST_UNSTABLE, SLUG
-from tests.autograder.grading import write
+from tests.engine import adversarial
+from tests.engine.adversarial import ALL_CHEATS, CACHE_SLUG, HONEST, HONEST_UNSTABLE, SLUG
+from tests.engine.grading import write
 
 MEMORY_MB = 512
 LIMITS = Limits(cell_seconds=5, call_seconds=5, submission_seconds=20, memory_bytes=MEMORY_MB * 2 ** 20)

@@ -12,8 +12,8 @@ import yaml
 from autograder.engine import course, slurm
 from tests.support import COURSE
 from benchmarks.batch import write_batch
-from tests.autograder.grading import SLUG, details, grades, run_grader
-from tests.autograder.slurm_cluster import single_node_slurm
+from tests.engine.grading import SLUG, details, grades, run_grader
+from tests.engine.slurm_cluster import single_node_slurm
 
 CLUSTER = course.ENGINE / "cluster"
 

@@ -8,7 +8,7 @@ import pytest
 
 from autograder.engine import deadlines, grade
 from tests.support import COURSE
-from tests.autograder.grading import SLUG, implementations, max_score, run_grader, write
+from tests.engine.grading import SLUG, implementations, max_score, run_grader, write
 from tests.conftest import submission
 
 CORRECT = implementations(SLUG).CORRECT

@@ -13,7 +13,7 @@ from autograder.engine.commands import grade as grade_command
 from autograder.engine.commands import slurm as slurm_command
 from autograder.engine.release import _names_defined
 from tests.support import COURSE
-from tests.autograder.grading import SLUG, run_grader, write
+from tests.engine.grading import SLUG, run_grader, write
 
 
 def test_the_version_covers_what_decides_a_grade_and_nothing_else():

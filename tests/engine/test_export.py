@@ -11,7 +11,7 @@ import pytest
 
 from autograder.engine import course, export
 from tests.support import COURSE
-from tests.autograder.grading import SLUG, details, grades, implementations, run_grader, write
+from tests.engine.grading import SLUG, details, grades, implementations, run_grader, write
 from tests.conftest import submission
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -6,7 +6,7 @@ import pytest
 
 from autograder.engine.flags import flags
 from tests.support import COURSE
-from tests.autograder.implementations import scaled_dot_product, transformer_decoder
+from tests.course.implementations import scaled_dot_product, transformer_decoder
 
 TRICKS = {
     "from solutions.scaled_dot_product import softmax": "imports from `solutions",

@@ -12,7 +12,7 @@ import pytest
 from autograder.engine import course, grade
 from autograder.engine import harness
 from tests.support import COURSE
-from tests.autograder.grading import SLUG, grades, implementations, max_score, run_grader, write
+from tests.engine.grading import SLUG, grades, implementations, max_score, run_grader, write
 from tests.conftest import submission
 
 CORRECT = implementations(SLUG).CORRECT

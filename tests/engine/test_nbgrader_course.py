@@ -22,7 +22,7 @@ from autograder.engine import course
 from autograder.engine.collect import FLAT, NBGRADER
 from tests.support import ROOT
 from benchmarks import nbgrader_quickstart as quickstart
-from tests.autograder.grading import SLUG, details, grades, implementations, run_grader, write
+from tests.engine.grading import SLUG, details, grades, implementations, run_grader, write
 from tests.conftest import submission
 
 SUBMITTED_AT = "2026-01-01 10:00:00.000000 UTC"

@@ -21,7 +21,7 @@ from autograder.engine import course
 from tests.support import COURSE
 from benchmarks import plain_nbgrader
 from benchmarks.batch import variants
-from tests.autograder.grading import write
+from tests.engine.grading import write
 
 # Two assignments keep the test near a minute: each nbgrader command starts in about 6 s.
 # `python -m benchmarks.grading` compares the graders on every assignment and mistake.

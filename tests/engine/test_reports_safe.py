@@ -14,7 +14,7 @@ from playwright.sync_api import sync_playwright
 from autograder.engine import grade, similarity
 from autograder.engine.report import FORMULA_START
 from tests.support import COURSE
-from tests.autograder.grading import SLUG, implementations, write
+from tests.engine.grading import SLUG, implementations, write
 from tests.book.conftest import CHROMIUM, CHROMIUM_FLAGS
 from tests.conftest import submission
 

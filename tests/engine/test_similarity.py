@@ -13,8 +13,8 @@ import pytest
 from autograder.engine import course, similarity
 from autograder.engine.report import FORMULA_START
 from tests.support import COURSE
-from tests.autograder.grading import SLUG, run_grader
-from tests.autograder.planted_class import B, CLASS, COPIES, notebook, result, write_class
+from tests.engine.grading import SLUG, run_grader
+from tests.engine.planted_class import B, CLASS, COPIES, notebook, result, write_class
 
 
 @pytest.fixture(scope="module")

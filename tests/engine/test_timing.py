@@ -11,7 +11,7 @@ from autograder.engine import assignment, course, grade, timing
 from autograder.engine.assignment import grade_id
 from autograder.engine.sandbox import Limits
 from tests.support import COURSE
-from tests.autograder.grading import SLUG, implementations, write
+from tests.engine.grading import SLUG, implementations, write
 from tests.conftest import submission
 
 SLUGS = course.assignments(COURSE)

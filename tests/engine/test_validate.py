@@ -7,7 +7,7 @@ import pytest
 
 from autograder.engine import assignment, tasks
 from tests.support import COURSE
-from tests.autograder.grading import SLUG, implementations, run_grader, write
+from tests.engine.grading import SLUG, implementations, run_grader, write
 from tests.conftest import submission
 
 CORRECT = implementations(SLUG).CORRECT
@@ -73,7 +73,7 @@ def test_structure_problems_are_named(tmp_path):
 
 def test_hidden_checks_are_never_run_or_shown(tmp_path):
     # softmax over the wrong axis passes the visible checks and fails a hidden one when graded
-    # (tests/autograder/test_grade.py): validate, which never runs the hidden checks, says ok
+    # (tests/engine/test_grade.py): validate, which never runs the hidden checks, says ok
     task, wrong, _, _ = implementations(SLUG).MISTAKES["softmax-wrong-axis"]
     code, lines, _ = validate(write(tmp_path, "me", submission(SLUG, {**CORRECT, task: wrong})))
     assert code == 0

@@ -1,6 +1,6 @@
 """Feedback never guesses: with two mistakes at once, no message names a mistake the code does not make.
 
-Each tests/autograder/implementations/<slug>.py keeps `DOUBLE_MISTAKES`:
+Each tests/course/implementations/<slug>.py keeps `DOUBLE_MISTAKES`:
 name -> ({task: wrong function, ...}, the grade_id of the check cell to run, the words
 a message may name). The functions are pasted into a namespace built from the
 instructor notebook, as a student's cells would be (so a task calls the student's own
@@ -26,7 +26,7 @@ HIDDEN = "### BEGIN HIDDEN TESTS"
 
 
 def implementations(slug):
-    return importlib.import_module(f"tests.autograder.implementations.{slug}")
+    return importlib.import_module(f"tests.course.implementations.{slug}")
 
 
 DOUBLES = [(slug, name) for slug in course.assignments(COURSE)

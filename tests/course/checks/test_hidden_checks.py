@@ -1,6 +1,6 @@
 """Every assignment's hidden checks accept any correct implementation and reject the usual mistakes.
 
-The implementations live in tests/autograder/implementations/<slug>.py:
+The implementations live in tests/course/implementations/<slug>.py:
 `CORRECT` (task -> a correct function written unlike the reference),
 `MISTAKES` (name -> (task, wrong function, check, words of its message)) and
 `CHECKS_OF_TASK` (task -> the check functions of autograder/checks/<slug>.py).
@@ -24,7 +24,7 @@ from tests.support import COURSE
 def modules(slug):
     return (importlib.import_module(f"autograder.checks.{slug}"),
             importlib.import_module(f"solutions.{slug}"),
-            importlib.import_module(f"tests.autograder.implementations.{slug}"))
+            importlib.import_module(f"tests.course.implementations.{slug}"))
 
 
 TASKS = [(slug, task) for slug in course.assignments(COURSE) for task in modules(slug)[2].CHECKS_OF_TASK]

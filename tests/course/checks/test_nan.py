@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from autograder.engine.checking import CheckFailed
-from tests.autograder.checks.test_hidden_checks import TASKS, modules
+from tests.course.checks.test_hidden_checks import TASKS, modules
 
 
 def _poisoned(value, how):

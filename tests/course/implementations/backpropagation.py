@@ -358,7 +358,7 @@ MISTAKES = {
                          "the mask is ignored"),
 }
 
-# Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
+# Mistakes also graded end to end by nbgrader, in tests/engine/test_grade.py.
 GRADED_MISTAKES = ["softmax-no-subtraction", "sdpa-no-scale", "ln-unbiased-variance",
                    "ce-smoothing-over-V-minus-1"]
 

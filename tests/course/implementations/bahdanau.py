@@ -380,7 +380,7 @@ MISTAKES = {
         "in this order"),
 }
 
-# Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
+# Mistakes also graded end to end by nbgrader, in tests/engine/test_grade.py.
 GRADED_MISTAKES = ["bahdanau-backward-not-flipped-back", "bahdanau-score-W-U-swapped",
                    "bahdanau-softmax-uniform-when-all-masked",
                    "bahdanau-step-context-from-new-state"]

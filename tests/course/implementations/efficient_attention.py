@@ -411,9 +411,9 @@ MISTAKES = {
                                  "mask the scores before exp"),
 }
 
-# Mistakes also graded end to end, in tests/autograder/test_grade.py (the two that form whole
+# Mistakes also graded end to end, in tests/engine/test_grade.py (the two that form whole
 # score matrices fail the visible memory checks there, and the hidden ones under a memory cap
-# outside the student's process: tests/autograder/test_memory.py grades cheats that pass the
+# outside the student's process: tests/engine/test_memory.py grades cheats that pass the
 # visible ones).
 GRADED_MISTAKES = ["kv-no-values", "sw-not-causal", "flash-whole-score-matrix", "backward-whole-matrices"]
 

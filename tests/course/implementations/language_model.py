@@ -282,7 +282,7 @@ MISTAKES["filter-logits-exactly-k-alone"] = ("filter_logits", filter_logits_exac
 MISTAKES["sample-next-filter-first-alone"] = ("sample_next", sample_next_filter_first, "check_sample_next",
                                               "it filters before dividing by the temperature")
 
-# Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
+# Mistakes also graded end to end by nbgrader, in tests/engine/test_grade.py.
 GRADED_MISTAKES = ["filter-logits-exactly-k-alone", "sample-next-filter-first-alone"]
 
 

@@ -491,7 +491,7 @@ MISTAKES = {
                                          "check_local_attention", "raised"),
 }
 
-# Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
+# Mistakes also graded end to end by nbgrader, in tests/engine/test_grade.py.
 GRADED_MISTAKES = ["luong-general-transposed", "luong-attention-h-tilde-swapped",
                    "luong-attention-mask-ignored", "luong-local-sigma-D"]
 

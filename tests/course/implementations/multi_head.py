@@ -314,7 +314,7 @@ MISTAKES = {
                             "instead of the keys"),
 }
 
-# Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
+# Mistakes also graded end to end by nbgrader, in tests/engine/test_grade.py.
 GRADED_MISTAKES = ["split-without-transpose", "merge-wrong-axes", "mha-scaled-by-d-model",
                    "mha-weights-averaged"]
 

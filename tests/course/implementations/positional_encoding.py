@@ -361,7 +361,7 @@ MISTAKES = {
                                  "check_rotary_positions", "shape (2, 5)"),
 }
 
-# Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
+# Mistakes also graded end to end by nbgrader, in tests/engine/test_grade.py.
 GRADED_MISTAKES = ["pe-sin-cos-swapped", "pe-halves-concatenated", "pe-relative-transposed",
                    "pe-add-positions-run-on", "rope-split-half", "rope-positions-ignored"]
 

@@ -504,7 +504,7 @@ MISTAKES = {
                             "integer array"),
 }
 
-# Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
+# Mistakes also graded end to end by nbgrader, in tests/engine/test_grade.py.
 GRADED_MISTAKES = ["gru-gates-swapped", "encode-states-reversed", "decode-context-first",
                    "greedy-includes-bos"]
 

@@ -209,7 +209,7 @@ MISTAKES = {
                                 "< its length"),
 }
 
-# Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
+# Mistakes also graded end to end by nbgrader, in tests/engine/test_grade.py.
 GRADED_MISTAKES = ["softmax-wrong-axis", "attention-unscaled", "attention-softmax-over-queries",
                    "attention-mask-after-softmax", "attention-nan-when-fully-masked",
                    "causal-mask-upper", "padding-mask-off-by-one"]

@@ -278,7 +278,7 @@ MISTAKES = {
     "train-rate-of-step-1": ("train", train_rate_of_step_1, "check_train", "noam_learning_rate(step, 16"),
 }
 
-# Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
+# Mistakes also graded end to end by nbgrader, in tests/engine/test_grade.py.
 GRADED_MISTAKES = ["noam-warmup-exponent", "adam-no-bias-correction", "adam-eps-inside-sqrt",
                    "train-without-state"]
 

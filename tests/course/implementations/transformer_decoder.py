@@ -945,7 +945,7 @@ MISTAKES = {
                                "differ from greedy decoding"),
 }
 
-# Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
+# Mistakes also graded end to end by nbgrader, in tests/engine/test_grade.py.
 # (A decoder_layer that raises, like decoder-cross-attends-own-states, fails every later task's
 # visible checks too, which call it: it is graded here by the hidden checks only.)
 GRADED_MISTAKES = ["decoder-no-residual-cross", "decoder-pre-ln", "decoder-causal-mask-upper",

@@ -323,7 +323,7 @@ MISTAKES = {
                                       "check_encoder_mask", "first layer only"),
 }
 
-# Mistakes also graded end to end by nbgrader, in tests/autograder/test_grade.py.
+# Mistakes also graded end to end by nbgrader, in tests/engine/test_grade.py.
 GRADED_MISTAKES = ["layernorm-unbiased-variance", "encoder-layer-pre-ln", "embed-unscaled",
                    "encoder-mask-on-queries"]
 
