@@ -36,7 +36,7 @@ from pathlib import Path
 import nbformat
 
 from . import assignment as assignments_
-from . import deadlines, harness, report, tasks, timing
+from . import deadlines, feedback, harness, progress, report, summary, tasks, timing
 from .checking import CheckFailed
 from . import nbgrader_course
 from .collect import (LMS_PATTERN, MAX_NOTEBOOK_BYTES, Layout, Submission, collect, notebooks, problem_of,
@@ -166,20 +166,20 @@ def in_shard(student_id, index, count):
 
 
 def _grade_all(course, todo, out, key, limits, workers, log):
-    progress = report.Progress(len(todo), log)
+    bar = progress.Progress(len(todo), log)
     results = []
     if workers == 1 or len(todo) <= 1:
         for submission, fingerprint in todo:
             results.append(_grade_or_report(course, submission, fingerprint, out, key, limits))
-            progress.update(results[-1])
+            bar.update(results[-1])
     else:
         context = multiprocessing.get_context("fork")  # workers start as copies: nothing to import
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
             futures = [pool.submit(_grade_or_report, course, s, f, out, key, limits) for s, f in todo]
             for future in as_completed(futures):
                 results.append(future.result())
-                progress.update(results[-1])
-    progress.close()
+                bar.update(results[-1])
+    bar.close()
     return results
 
 
@@ -240,7 +240,7 @@ def grade_one(course, submission, fingerprint, out, key, limits=Limits()):
     result = Result(submission.student_id, submission.assignment, status, checks, notes, fingerprint, flagged,
                     {phase: round(s, 4) for phase, s in seconds.items()},
                     submitted_at=submission.timestamp, code=code)
-    _save(out, result, report.feedback_html(course, result, cells, outputs))
+    _save(out, result, feedback.feedback_html(course, result, cells, outputs))
     return result
 
 
@@ -294,14 +294,14 @@ def _grade_nbgrader(course, submission, fingerprint, out, limits):
         checks += found
         page = Result(submission.student_id, f"{submission.assignment}/{notebook.name}.ipynb",
                       min(here, key=STATUSES.index, default="graded"), found, happened)
-        pages[notebook.name] = report.feedback_html(course, page, cells, outputs)
+        pages[notebook.name] = feedback.feedback_html(course, page, cells, outputs)
     if pages:  # a notebook handed in: the submission is not missing, only that notebook
         statuses = [status for status in statuses if status != "missing"]
     status = min(statuses, key=STATUSES.index, default="graded")
     result = Result(submission.student_id, submission.assignment, status, checks, notes, fingerprint, flagged,
                     {phase: round(s, 4) for phase, s in seconds.items()}, submitted_at=submission.timestamp,
                     code=code, notebooks=list(pages))
-    _save(out, result, report.notebooks_html(course, result, list(pages)), pages)
+    _save(out, result, feedback.notebooks_html(course, result, list(pages)), pages)
     return result
 
 
@@ -394,17 +394,17 @@ def _not_graded(course, submission, status, reason, out, fingerprint="", notes=(
     result = Result(submission.student_id, submission.assignment, status, checks,
                     [*notes, reason], fingerprint, list(flagged), submitted_at=submission.timestamp,
                     code=list(code))
-    _save(out, result, report.not_graded_html(course, result, reason))
+    _save(out, result, feedback.not_graded_html(course, result, reason))
     return result
 
 
-def _save(out, result, feedback, pages=None):
+def _save(out, result, page, pages=None):
     """Write the feedback page (and an nbgrader assignment's `pages`, {notebook: page}), then the
     result: a result on disk always has its pages."""
     for notebook, page in (pages or {}).items():
         write_atomic(out / "feedback" / NOTEBOOK_FEEDBACK.path(
             student_id=result.student_id, assignment=result.assignment, notebook=notebook), page)
-    write_atomic(feedback_path(out, result.student_id, result.assignment), feedback)
+    write_atomic(feedback_path(out, result.student_id, result.assignment), page)
     write_atomic(_result_path(out, result.student_id, result.assignment), result.to_json())
 
 
@@ -505,14 +505,14 @@ def write_reports(course, out):
     write_atomic(out / "grades.csv", report.grades_csv(results, policy))
     write_atomic(out / "details.csv", report.details_csv(results))
     similarity = {path.stem for path in (out / "similarity").glob("*.html")}  # `similarity` wrote them
-    write_atomic(out / "summary.html", report.summary_html(course, results, policy, similarity))
+    write_atomic(out / "summary.html", summary.summary_html(course, results, policy, similarity))
     for result in results:  # what the deadline did, on the student's page
         page = feedback_path(out, result.student_id, result.assignment)
         try:
             text = page.read_text(encoding="utf-8")
         except OSError:
             continue
-        updated = report.with_deadline(text, result, policy)
+        updated = feedback.with_deadline(text, result, policy)
         if updated != text:
             write_atomic(page, updated)
 

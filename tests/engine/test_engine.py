@@ -26,8 +26,8 @@ def test_the_version_covers_what_decides_a_grade_and_nothing_else():
     assert ours.notebook(SLUG) in files and ours.exercises / f"{SLUG}.ipynb" in files
     assert ours.source / SLUG / "timing.json" in files
     # the reports, exports and the command line decide no grade: a typo fixed there regrades nothing
-    assert not names & {"report.py", "export.py", "cli.py", "validate.py", "release.py", "slurm.py",
-                        "deadlines.py", "tasks.py"}
+    assert not names & {"report.py", "feedback.py", "summary.py", "progress.py", "export.py", "cli.py",
+                        "validate.py", "release.py", "slurm.py", "deadlines.py", "tasks.py"}
     assert not any("commands" in path.parts for path in files)
 
 

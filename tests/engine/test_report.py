@@ -4,7 +4,7 @@ import html
 import re
 from datetime import datetime, timezone
 
-from autograder.engine import deadlines, report
+from autograder.engine import deadlines, report, summary
 from autograder.engine.grade import Check, Result
 from tests.support import COURSE
 
@@ -25,7 +25,7 @@ def links(page):
 def test_summary_lists_every_student_with_scores_linked_to_their_feedback():
     results = [result("ada", "luong", 4), result("ada", "bahdanau", 1), result("bob", "luong", 0, "timeout"),
                result("c+d@example.edu", "bahdanau", 2)]
-    page = report.summary_html(COURSE, results)
+    page = summary.summary_html(COURSE, results)
     table = page[page.index("<h2>Students</h2>"):]
     table = table[:table.index("</table>")]
     assert table.count("<tr>") == 4  # the header and one row per student
@@ -39,14 +39,14 @@ def test_summary_lists_every_student_with_scores_linked_to_their_feedback():
 
 def test_the_students_table_shows_the_score_after_the_late_penalty():
     policy = deadlines.Policy(DUE, penalty=0.25)
-    page = report.summary_html(COURSE, [result("ada", "luong", 4, submitted_at="2026-03-02T10:00:00+00:00")], policy)
+    page = summary.summary_html(COURSE, [result("ada", "luong", 4, submitted_at="2026-03-02T10:00:00+00:00")], policy)
     assert links(page)["feedback/ada/luong.html"] == "7.5 / 10"
 
 
 def test_counts_are_said_in_words_one_student_not_one_students():
-    page = report.summary_html(COURSE, [result("ada", "luong", 4)])
+    page = summary.summary_html(COURSE, [result("ada", "luong", 4)])
     assert "<p>1 submission of 1 student.</p>" in page
-    page = report.summary_html(COURSE, [result("ada", "luong", 4), result("bob", "luong", 4)])
+    page = summary.summary_html(COURSE, [result("ada", "luong", 4), result("bob", "luong", 4)])
     assert "<p>2 submissions of 2 students.</p>" in page
 
 
@@ -54,13 +54,13 @@ def test_late_counts_submissions_and_students_apart():
     late = "2026-03-03T10:00:00+00:00"
     results = [result("ada", "luong", 4, submitted_at=late), result("ada", "bahdanau", 4, submitted_at=late),
                result("bob", "luong", 4, submitted_at="2026-03-01T10:00:00+00:00")]
-    page = report.summary_html(COURSE, results, deadlines.Policy(DUE, extensions={"bob": DUE}))
+    page = summary.summary_html(COURSE, results, deadlines.Policy(DUE, extensions={"bob": DUE}))
     assert "<h2>Late (2 submissions of 1 student)</h2>" in page and "(1 extension);" in page
 
 
 def test_score_histograms_have_whole_number_ticks():
     for scores, max_score in (([0.5, 2, 3, 3], 3), ([7, 7.5, 16], 16)):  # half points, a wide range
-        svg = report._histogram(scores, max_score, "tiny")
+        svg = summary._histogram(scores, max_score, "tiny")
         x = re.findall(r"class='tick-x'>([^<]*)<", svg)
         y = re.findall(r"class='tick-y'>([^<]*)<", svg)
         assert x and all(float(t).is_integer() for t in x), x
@@ -69,6 +69,6 @@ def test_score_histograms_have_whole_number_ticks():
 
 def test_score_histograms_put_half_points_in_the_column_above():
     """Column k holds the scores in [k - 0.5, k + 0.5): 0.5 and 1 share a column, 1.5 goes to 2."""
-    svg = report._histogram([0.5, 1, 1.5], 3, "halves")
+    svg = summary._histogram([0.5, 1, 1.5], 3, "halves")
     heights = [float(h) for h in re.findall(r"<rect [^>]*height='([0-9.]+)'", svg)]
     assert heights[0] == 0 and heights[1] == 2 * heights[2] > 0 and heights[3] == 0, heights

@@ -2,7 +2,6 @@
 stored with each assignment, and a function that ran out of time is not called again."""
 
 import re
-import time
 
 import nbformat
 import pytest
@@ -94,13 +93,12 @@ def graded_stuck(tmp_path_factory):
     tried.cells.append(nbformat.v4.new_code_cell(  # the student's own cell: too much work, no bug
         "Q = np.ones((2, 4))\nfor _ in range(10 ** 9):\n    scaled_dot_product_attention(Q, Q, Q)"))
     write(folder, "submitted-correct-own-cell-too-long", tried)
-    started = time.monotonic()
     results = grade.grade(COURSE, folder, out, workers=2, log=lambda message: None)
-    return {r.student_id: r for r in results}, time.monotonic() - started
+    return {r.student_id: r for r in results}
 
 
 def test_stuck_attention_costs_one_limit_and_loses_only_its_checks(graded_stuck):
-    results, _ = graded_stuck
+    results = graded_stuck
     maximum = {t.grade_id: t.points for t in assignment.load(COURSE, SLUG).tests}
     for name in STUCK:
         result = results[f"submitted-attention-{name}"]
@@ -118,11 +116,12 @@ def test_stuck_attention_costs_one_limit_and_loses_only_its_checks(graded_stuck)
         assert any(note.startswith("scaled_dot_product_attention ran longer than its time limit of 1 s in "
                                    "the check cell of task “Scaled dot-product attention”")
                    for note in result.notes), (name, result.notes)
-        assert result.seconds["cells"] < 2 * 2 + 3, (name, result.seconds)  # one limit, not two
+        # one limit, not two: the clock decides no test (benchmarks/slow_students.py measures it)
+        assert sum("time limit" in note for note in result.notes) == 1, (name, result.notes)
 
 
 def test_stuck_only_on_hidden_inputs_fails_the_remaining_calls_at_once(graded_stuck):
-    results, _ = graded_stuck
+    results = graded_stuck
     result = results["submitted-attention-loops-on-hidden-inputs"]
     checks = {c.name: c for c in result.checks}
     assert result.status == "timeout"
@@ -132,11 +131,11 @@ def test_stuck_only_on_hidden_inputs_fails_the_remaining_calls_at_once(graded_st
     assert any(note.startswith("scaled_dot_product_attention ran longer than its time limit of 1 s in a check "
                                "of task “Scaled dot-product attention”") for note in result.notes), result.notes
     assert "is not called again" in checks["test_attention_masks"].message
-    assert result.seconds["checks"] < 2 * 2 + 3, result.seconds
+    assert sum("time limit" in note for note in result.notes) == 1, result.notes
 
 
 def test_a_function_that_ran_too_long_in_the_students_own_cell_keeps_its_points(graded_stuck):
-    results, _ = graded_stuck
+    results = graded_stuck
     result = results["submitted-correct-own-cell-too-long"]
     assert result.status == "timeout" and result.score == result.max_score, result
     assert any("a cell of your own after task “Attention with masks”" in note for note in result.notes), result
@@ -144,17 +143,11 @@ def test_a_function_that_ran_too_long_in_the_students_own_cell_keeps_its_points(
 
 def test_no_time_limit_message_names_a_cell_by_its_number(graded_stuck):
     """Cell numbers count Markdown cells and are shown nowhere: a message names the task."""
-    results, _ = graded_stuck
+    results = graded_stuck
     for result in results.values():
         messages = result.notes + [check.message for check in result.checks]
         assert not [m for m in messages if re.search(r"\bcell \d", m)], result.student_id
         assert all("task “" in note for note in result.notes if "time limit" in note), result.notes
-
-
-def test_four_stuck_submissions_grade_in_seconds_not_minutes(graded_stuck):
-    """Before, each took its cells' 60 s and its calls' 30 s; the 2x is the sleep's wall clock."""
-    _, seconds = graded_stuck
-    assert seconds < 90, seconds
 
 
 def test_correct_code_written_with_loops_keeps_every_point_under_the_derived_limits(tmp_path):
