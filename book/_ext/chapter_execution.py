@@ -15,10 +15,14 @@ the course needs besides:
   per core, into the cache that myst-nb then reads from;
 - myst-nb's cache mode saves the notebook it read, without the outputs, as
   the chapter's ``.ipynb`` (which the site offers for download): the
-  executed notebook is written in its place.
+  executed notebook is written in its place;
+- every figure is checked as the chapter draws it (``figure_check``, loaded
+  into each kernel as an IPython extension): one that readers could not read
+  fails the build, with what is wrong with it.
 
 A chapter that fails here is left out of the cache: myst-nb then executes it
-again as it reads it and reports the error as usual.
+again as it reads it and reports the error as usual. A failed figure check is
+reported here, as a warning (the build turns it into an error).
 """
 
 import ast
@@ -30,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
+import figure_check
 from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
 from jupyter_cache.executors.utils import single_nb_execution
@@ -41,6 +46,8 @@ logger = logging.getLogger(__name__)
 # Where the fingerprint of a chapter's local imports is kept in its cache record.
 LOCAL_IMPORTS_KEY = "local_imports_sha256"
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# The figure check, which each kernel imports from this folder.
+FIGURE_CHECK = Path(figure_check.__file__).resolve()
 
 
 def imported_modules(source, package=None):
@@ -123,16 +130,20 @@ def read_notebook(env, docname):
 
 
 @contextmanager
-def one_blas_thread():
-    """Set the BLAS thread count of the kernels started meanwhile to 1, unless
-    the user has set it."""
-    names = [name for name in BLAS_THREADS if name not in os.environ]
-    os.environ.update({name: "1" for name in names})
+def kernel_environment():
+    """For the kernels started meanwhile: a BLAS thread count of 1, unless the
+    user has set it, and the figure check's folder on the module path."""
+    saved = {name: os.environ.get(name) for name in (*BLAS_THREADS, "PYTHONPATH")}
+    os.environ.update({name: "1" for name in BLAS_THREADS if name not in os.environ})
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(FIGURE_CHECK.parent), saved["PYTHONPATH"]]))
     try:
         yield
     finally:
-        for name in names:
-            del os.environ[name]
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def execute_outdated_chapters(app, env, docnames):
@@ -152,7 +163,7 @@ def execute_outdated_chapters(app, env, docnames):
             continue
         files = local_imports(code, [path.parent, srcdir])
         env.chapter_local_imports[docname] = [os.path.relpath(f, srcdir) for f in files]
-        wanted = fingerprint(files, srcdir)
+        wanted = fingerprint(files, srcdir) + "," + fingerprint([FIGURE_CHECK], FIGURE_CHECK.parent)
         try:
             record = cache.match_cache_notebook(notebook)
         except KeyError:
@@ -169,18 +180,22 @@ def execute_outdated_chapters(app, env, docnames):
         _, path, notebook, _ = chapter
         cwd = None if config.execution_in_temp else str(path.parent)
         return single_nb_execution(notebook, cwd=cwd, timeout=config.execution_timeout,
-                                   allow_errors=config.execution_allow_errors)
+                                   allow_errors=config.execution_allow_errors,
+                                   extra_arguments=[f"--ext={FIGURE_CHECK.stem}"])
 
     logger.info(f"Executing {len(outdated)} chapters on {os.cpu_count()} cores: "
                 + ", ".join(docname for docname, *_ in outdated))
     # Threads suffice: each notebook runs in a kernel process of its own. The
     # kernels inherit this environment: one BLAS thread each, as one kernel
     # runs per core and competing BLAS threads slow everything down.
-    with one_blas_thread(), ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
+    with kernel_environment(), ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
         results = list(pool.map(execute, outdated))
     for (docname, path, notebook, wanted), result in zip(outdated, results):
         if result.err is not None:
-            logger.info(f"{docname}: execution failed, left to myst-nb to report")
+            if figure_check.IllegibleFigure.__name__ in str(result.err):
+                logger.warning(f"{docname}: {result.err}", location=docname)
+            else:
+                logger.info(f"{docname}: execution failed, left to myst-nb to report")
             continue
         cache.cache_notebook_bundle(
             CacheBundleIn(notebook, str(path),
