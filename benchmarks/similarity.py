@@ -27,7 +27,7 @@ if __package__ in (None, ""):  # run as a file: make the repository importable
 import inspect  # noqa: E402
 import textwrap  # noqa: E402
 
-from autograder.engine import course, grade, similarity  # noqa: E402
+from autograder.engine import course, results, similarity  # noqa: E402
 from tests.engine.grading import SLUG, implementations  # noqa: E402
 from tests.engine.planted_class import CLASS, notebook, write_class  # noqa: E402
 
@@ -53,13 +53,13 @@ def main():
     with tempfile.TemporaryDirectory(prefix="similarity-") as folder:
         out = Path(folder)
         write_class(out, make_class(args.students))
-        grade.write_reports(COURSE, out)  # the summary as `grade` leaves it
+        results.write_reports(COURSE, out)  # the summary as `grade` leaves it
 
         started = time.perf_counter()
         given = similarity.boilerplate(COURSE, SLUG)
-        results = [r for r in grade.load_results(COURSE, out) if r.assignment == SLUG]
+        graded = [r for r in results.load_results(COURSE, out) if r.assignment == SLUG]
         loaded = time.perf_counter()
-        codes = [similarity.fingerprint(r.student_id, r.code, given) for r in results]
+        codes = [similarity.fingerprint(r.student_id, r.code, given) for r in graded]
         fingerprinted = time.perf_counter()
         pairs = similarity.compare(codes)
         compared = time.perf_counter()

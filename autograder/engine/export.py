@@ -302,7 +302,7 @@ def to_nbgrader(course, out, output, scores, names):
     """Write the results of `out` into the nbgrader gradebook `output` (created or updated)."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    from .grade import load_results
+    from .results import load_results
 
     output = Path(output).resolve()
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -56,7 +56,7 @@ from pygments import token as tokens_
 from pygments.lexers import PythonLexer
 
 from . import assignment as assignments_
-from . import grade, report
+from . import report, results
 
 K = 10  # tokens per K-gram: shorter shared passages are noise (a call, a return)
 W = 6  # window: a shared passage of K + W - 1 = 15 tokens (about a line) is always found
@@ -241,7 +241,7 @@ def run(course, out, name, threshold=THRESHOLD):
     out = Path(out)
     given = boilerplate(course, name)
     codes, left_out, notes = [], [], []
-    for result in grade.load_results(course, out):
+    for result in results.load_results(course, out):
         if result.assignment != name:
             continue
         if not result.code:
@@ -259,9 +259,9 @@ def run(course, out, name, threshold=THRESHOLD):
             left_out.append((result.student_id, "no code of their own beyond the released notebook"))
     pairs = compare(codes)
     folder = out / "similarity"
-    grade.write_atomic(folder / f"{name}.csv", _csv(pairs))
-    grade.write_atomic(folder / f"{name}.html", _html(name, pairs, left_out + notes, len(codes), threshold))
-    grade.write_reports(course, out)  # the summary links to the report
+    results.write_atomic(folder / f"{name}.csv", _csv(pairs))
+    results.write_atomic(folder / f"{name}.html", _html(name, pairs, left_out + notes, len(codes), threshold))
+    results.write_reports(course, out)  # the summary links to the report
     return pairs, left_out
 
 

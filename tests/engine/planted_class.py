@@ -15,7 +15,7 @@ import textwrap
 import nbformat
 
 from autograder.engine import assignment as assignments_
-from autograder.engine.grade import Check, Result
+from autograder.engine.results import Check, Result
 from tests.engine.grading import SLUG, implementations
 from tests.support import COURSE
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine import grade
+from autograder.engine import grade, results
 from autograder.engine.sandbox import Limits
 from tests.support import COURSE, ROOT
 from tests.engine import adversarial
@@ -62,7 +62,7 @@ def git_status():
 
 
 def results_in(out):
-    return {(r.student_id, r.assignment): r for r in grade.load_results(COURSE, out)}
+    return {(r.student_id, r.assignment): r for r in results.load_results(COURSE, out)}
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ import re
 from datetime import datetime, timezone
 
 from autograder.engine import deadlines, report, summary
-from autograder.engine.grade import Check, Result
+from autograder.engine.results import Check, Result
 from tests.support import COURSE
 
 DUE = datetime(2026, 3, 1, 23, 59, tzinfo=timezone.utc)

@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-from .. import grade
+from .. import results
 
 
 def add(commands):
@@ -18,8 +18,8 @@ def run(course, args, parser):
     if missing:
         parser.error(f"not the output of `grade`: {', '.join(missing)}")
     try:
-        results = grade.merge(course, args.shards, args.out)
+        merged = results.merge(course, args.shards, args.out)
     except ValueError as error:
         parser.error(str(error))
-    print(f"merged {len(results)} results into {args.out}", file=sys.stderr)
+    print(f"merged {len(merged)} results into {args.out}", file=sys.stderr)
     return 0
