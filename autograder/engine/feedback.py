@@ -16,6 +16,18 @@ from .messages import failure_message
 from .report import CODE, _page, _score, number
 
 
+def render(course, graded):
+    """(page, {notebook: page}) of one graded submission (a grade.Graded): the student's page, and
+    an nbgrader assignment's page per notebook."""
+    if graded.notebooks is not None:
+        pages = {name: feedback_html(course, page, cells, outputs)
+                 for name, (page, cells, outputs) in graded.notebooks.items()}
+        return notebooks_html(course, graded.result, list(pages)), pages
+    if graded.cells is None:
+        return not_graded_html(course, graded.result, graded.reason), {}
+    return feedback_html(course, graded.result, graded.cells, graded.outputs), {}
+
+
 # Where a feedback page says what the deadline did: filled in by `with_deadline` whenever the
 # reports are written (the policy may come after the page). Student text is escaped, so it
 # cannot contain these comments.

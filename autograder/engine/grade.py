@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -133,31 +134,45 @@ def _grade_all(course, todo, out, key, limits, workers, log):
 
 
 def _grade_or_report(course, submission, fingerprint, out, key, limits):
-    """grade_one, or a `crashed` result if the grader itself fails: the batch goes on."""
+    """grade_one, or a `crashed` result if the grader itself fails (the batch goes on); then its
+    feedback rendered and the result with its pages written into `out`."""
     try:
-        return grade_one(course, submission, fingerprint, out, key, limits)
+        graded = grade_one(course, submission, fingerprint, key, limits)
     except Exception as error:
-        return _not_graded(course, submission, "crashed", f"the grader failed on it ({error})", out)
+        graded = _not_graded(course, submission, "crashed", f"the grader failed on it ({error})")
+    save(out, graded.result, *feedback.render(course, graded))
+    return graded.result
 
 
 # -- one submission ----------------------------------------------------------------
 
-def grade_one(course, submission, fingerprint, out, key, limits=Limits()):
-    """Grade one submission of `course`; write its result and feedback into `out`; return the result."""
+@dataclass
+class Graded:
+    """What grading one submission gives, as data: its Result, and what its feedback shows."""
+    result: Result
+    cells: list = None      # the graded notebook's cells (a course file's assignment) ...
+    outputs: dict = None    # ... and the sandbox's output per cell
+    notebooks: dict = None  # an nbgrader assignment's: {notebook: (its Result, cells, outputs)}
+    reason: str = ""        # why it was not graded
+
+
+def grade_one(course, submission, fingerprint, key, limits=Limits()):
+    """Grade one submission of `course`: its Graded (nothing is written; `feedback.render` and
+    `results.save` come after)."""
     if submission.problem:
-        return _not_graded(course, submission, *submission.problem, out, fingerprint)
+        return _not_graded(course, submission, *submission.problem, fingerprint)
     if submission.path is None:
-        return _not_graded(course, submission, "missing", "no notebook was handed in", out, fingerprint)
+        return _not_graded(course, submission, "missing", "no notebook was handed in", fingerprint)
     if course.nbgrader:
-        return _grade_nbgrader(course, submission, fingerprint, out, limits)
+        return _grade_nbgrader(course, submission, fingerprint, limits)
     path = notebooks(submission, [submission.assignment]).get(submission.assignment)
     problem = problem_of(path)
     if problem:
-        return _not_graded(course, submission, *problem, out, fingerprint)
+        return _not_graded(course, submission, *problem, fingerprint)
     try:
         notebook = read_notebook(path)
     except ValueError as error:
-        return _not_graded(course, submission, "unreadable", str(error), out, fingerprint)
+        return _not_graded(course, submission, "unreadable", str(error), fingerprint)
 
     spec = assignments_.load(course, submission.assignment)
     cells, problems = assignments_.fit(spec, notebook)
@@ -171,7 +186,7 @@ def grade_one(course, submission, fingerprint, out, key, limits=Limits()):
         try:
             outputs = {output["id"]: output for output in sandbox.run()}
         except SandboxStopped as stop:
-            return _not_graded(course, submission, stop.status, stop.reason, out, fingerprint, problems, flagged, code)
+            return _not_graded(course, submission, stop.status, stop.reason, fingerprint, problems, flagged, code)
         visible = {assignments_.grade_id(cell): outputs.get(str(i)) for i, cell in enumerate(cells)}
         checks, restarts, started = [], 0, time.monotonic()
         seconds = sandbox.seconds
@@ -189,11 +204,10 @@ def grade_one(course, submission, fingerprint, out, key, limits=Limits()):
     result = Result(submission.student_id, submission.assignment, status, checks, notes, fingerprint, flagged,
                     {phase: round(s, 4) for phase, s in seconds.items()},
                     submitted_at=submission.timestamp, code=code)
-    save(out, result, feedback.feedback_html(course, result, cells, outputs))
-    return result
+    return Graded(result, cells, outputs)
 
 
-def _grade_nbgrader(course, submission, fingerprint, out, limits):
+def _grade_nbgrader(course, submission, fingerprint, limits):
     """Grade one submission of an nbgrader course as `nbgrader autograde` does (nbgrader_course):
     every notebook of the assignment, its test cells run in its sandbox; one result, a page per
     notebook."""
@@ -243,15 +257,14 @@ def _grade_nbgrader(course, submission, fingerprint, out, limits):
         checks += found
         page = Result(submission.student_id, f"{submission.assignment}/{notebook.name}.ipynb",
                       min(here, key=STATUSES.index, default="graded"), found, happened)
-        pages[notebook.name] = feedback.feedback_html(course, page, cells, outputs)
+        pages[notebook.name] = (page, cells, outputs)
     if pages:  # a notebook handed in: the submission is not missing, only that notebook
         statuses = [status for status in statuses if status != "missing"]
     status = min(statuses, key=STATUSES.index, default="graded")
     result = Result(submission.student_id, submission.assignment, status, checks, notes, fingerprint, flagged,
                     {phase: round(s, 4) for phase, s in seconds.items()}, submitted_at=submission.timestamp,
                     code=code, notebooks=list(pages))
-    save(out, result, feedback.notebooks_html(course, result, list(pages)), pages)
-    return result
+    return Graded(result, notebooks=pages)
 
 
 def read_notebook(path):
@@ -332,7 +345,7 @@ def sandbox_for(course, name, cells, limits):
     return sandbox
 
 
-def _not_graded(course, submission, status, reason, out, fingerprint="", notes=(), flagged=(), code=()):
+def _not_graded(course, submission, status, reason, fingerprint="", notes=(), flagged=(), code=()):
     if course.nbgrader:
         spec = nbgrader_course.load(course.root, submission.assignment)
         checks = [Check(cell_id, 0.0, points, f"not graded: {reason}", spec.label(notebook))
@@ -343,8 +356,7 @@ def _not_graded(course, submission, status, reason, out, fingerprint="", notes=(
     result = Result(submission.student_id, submission.assignment, status, checks,
                     [*notes, reason], fingerprint, list(flagged), submitted_at=submission.timestamp,
                     code=list(code))
-    save(out, result, feedback.not_graded_html(course, result, reason))
-    return result
+    return Graded(result, reason=reason)
 
 
 # -- secrets and fingerprints ----------------------------------------------------------
