@@ -23,7 +23,6 @@ Vega wraps in a ``<label>`` with its name, so it works with the keyboard
 
 import base64
 import json
-import math
 from pathlib import Path
 
 STATIC = Path(__file__).parent.parent / "_static"
@@ -43,16 +42,20 @@ CONFIG = {"font": "sans-serif", "background": "white",
 def show(chart, alt_text, scale=2):
     """Display ``chart`` for the website (HTML, interactive) and the PDF (PNG, its default state).
 
-    ``alt_text`` says what the figure shows: it becomes the chart's
-    description (the ``aria-label`` of its SVG) and the PNG's alt text.
+    ``alt_text`` says what the figure shows and that it is interactive: it
+    becomes the chart's description, the ``aria-label`` of the drawn chart.
+    (The PNG's alt text is the cell's ``mystnb: image: alt:``, as for any figure.)
     """
     import vl_convert
     from IPython.display import display
 
     spec = chart.properties(description=alt_text).to_dict()
+    config = spec.setdefault("config", {})
     for name, value in CONFIG.items():
-        spec.setdefault("config", {}).setdefault(name, value) if not isinstance(value, dict) else \
-            spec.setdefault("config", {}).setdefault(name, {}).update(value)
+        if isinstance(value, dict):
+            config.setdefault(name, {}).update(value)
+        else:
+            config.setdefault(name, value)
     png = vl_convert.vegalite_to_png(spec, scale=scale)
     # Inside <script>, "</" would end the element: JSON may write it "<\/".
     data = json.dumps(spec, ensure_ascii=False).replace("</", "<\\/")
@@ -246,12 +249,6 @@ def flash_stepper(table, num_blocks):
 def _visible(character):
     """A character as a reader can see it: space, newline and tab named."""
     return {" ": "␣", "\n": "¶", "\t": "⇥"}.get(character, character)
-
-
-def finite(value):
-    """``value`` as a float JSON can hold (Vega-Lite data): ``None`` for ±inf and NaN."""
-    value = float(value)
-    return value if math.isfinite(value) else None
 
 
 # -- in Sphinx --------------------------------------------------------------------------

@@ -4,12 +4,15 @@ has its alt text and labelled controls, and answers the keyboard; the
 sampling figure keeps the characters that ``filter_logits`` keeps."""
 
 import re
+import subprocess
 
 import numpy as np
 import pytest
+from bs4 import BeautifulSoup
 
 from solutions.language_model import filter_logits, load_course_model
 from tests.book.test_browser import visit
+from tests.book.test_pdf import letters, normal, pdf, pdf_pages  # noqa: F401 (fixtures)
 
 # Each interactive figure: its page, and the names of its controls.
 FIGURES = {
@@ -25,9 +28,11 @@ DRAWN = """() => Array.from(document.querySelectorAll("div.interactive-figure"),
     ready: figure.classList.contains("interactive-ready"),
     alt: (figure.querySelector("[role=graphics-document]") || {}).ariaLabel || "",
     marks: figure.querySelectorAll("svg .role-mark path, svg .role-mark rect, svg .role-mark line").length,
+    names: Array.from(figure.querySelectorAll(".vega-bind-name"), name => name.textContent.trim()),
     controls: Array.from(figure.querySelectorAll("input, select"), input => ({
         type: input.type,
-        label: (input.closest("label") || {}).textContent || "",
+        label: Array.from(input.labels, label => label.textContent).join(" ").trim(),
+        group: (input.closest("[role=radiogroup]") || {}).ariaLabel || "",
     })),
 }))"""
 
@@ -58,9 +63,13 @@ def test_the_figure_renders_offline_with_alt_text_and_labelled_controls(name, br
     figure = figures[0]
     assert figure["marks"] > 5, "the chart drew nothing"
     assert figure["alt"].startswith("Interactive") and len(figure["alt"]) > 60, figure["alt"]
-    labels = [re.sub(r"[\d.]+$", "", control["label"]).strip() for control in figure["controls"]]
-    assert all(labels), figure["controls"]
-    assert all(any(label.startswith(wanted) for label in labels) for wanted in FIGURES[name]), labels
+    assert figure["names"] == FIGURES[name], figure["names"]
+    for control in figure["controls"]:   # a slider's label: its name, then its value
+        assert control["label"], figure["controls"]
+        if control["type"] == "range":
+            assert re.sub(r"[\d.]+$", "", control["label"]).strip() in FIGURES[name], control
+        else:
+            assert control["group"] in FIGURES[name], control
     assert any(src.startswith(site_url) and src.endswith("/_static/vega-bundle.js") for src in scripts), scripts
 
 
@@ -121,3 +130,25 @@ def test_the_sampling_figure_keeps_what_filter_logits_keeps(browser, site_url):
     expected = {(t, k, p): int(np.isfinite(filter_logits(logits / t, int(k), p)).sum()) for t, k, p in shown}
     assert shown == expected
     assert len(set(expected.values())) > 2, expected  # settings that keep different numbers
+
+
+def test_each_interactive_figure_is_a_captioned_figure_and_a_frame_in_the_pdf(site, pdf, pdf_pages):
+    """On the site, in a numbered <figure> with its caption; in the PDF, its caption on a page with an image."""
+    captions = []
+    for name in FIGURES:
+        page = BeautifulSoup((site / "book" / f"{name}.html").read_text(encoding="utf-8"), "html.parser")
+        figures = page.select("div.interactive-figure")
+        assert len(figures) == 1, name
+        figure = figures[0].find_parent("figure")
+        assert figure is not None and figure.figcaption is not None, name
+        caption = normal(figure.figcaption.get_text(" ", strip=True))
+        assert "Interactive:" in caption, caption
+        captions.append(caption.split("Interactive:", 1)[1].strip()[:30])
+        assert not page.select("div.interactive-figure img"), "the PNG frame is for the PDF only"
+    listing = subprocess.run(["pdfimages", "-list", str(pdf)], capture_output=True, text=True, check=True).stdout
+    image_pages = {int(line.split()[0]) for line in listing.splitlines()[2:]}
+    for caption in captions:
+        found = [number for number, text in enumerate(pdf_pages, start=1)
+                 if letters(f"Interactive: {caption}") in letters(text)]   # line breaks, hyphens aside
+        assert found, f"no caption {caption!r} in the PDF"
+        assert set(found) & image_pages, f"no image on the page of {caption!r} in the PDF"
