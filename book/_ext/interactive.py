@@ -10,10 +10,10 @@ that each chapter's cell stays short.
   specification, which ``interactive.js`` hands to Vega-Embed when the page
   loads) and as a PNG of its default state, drawn by vl-convert without a
   browser, which the PDF (LaTeX builder) takes instead.
-- As a Sphinx extension (``_config.yml``), this module serves Vega, Vega-Lite
-  and Vega-Embed from the site itself: vl-convert ships them, bundled, and
-  they are written once into ``_build/.interactive``, then copied to the
-  site's ``_static``. Only the pages with an interactive figure load them.
+- ``interactive_site.py``, a Sphinx extension, serves Vega, Vega-Lite and
+  Vega-Embed from the site itself to the pages that have such a figure.
+  (It is apart so that changing it executes no chapter again: the chapters
+  import this module, and are executed again when it changes.)
 
 Accessibility: every control is an HTML input (range, radio or select) that
 Vega wraps in a ``<label>`` with its name, so it works with the keyboard
@@ -23,11 +23,8 @@ Vega wraps in a ``<label>`` with its name, so it works with the keyboard
 
 import base64
 import json
-from pathlib import Path
 
-STATIC = Path(__file__).parent.parent / "_static"
-BUNDLE = "vega-bundle.js"
-MARKER = 'class="interactive-figure"'
+MARKER = 'class="interactive-figure"'                 # what interactive_site.py looks for in a page
 FONT = 13                                       # px: the charts' text, ≥ 80% of the body's
 # Tableau's colour-blind-safe palette, as the matplotlib figures use (tableau-colorblind10).
 BLUE, ORANGE, GREY = "#006BA4", "#FF800E", "#595959"
@@ -85,7 +82,7 @@ def alignment_explorer(source_words, target_words, weights):
         y=alt.Y("target:N", sort=targets, title="target word i (written)"),
         color=alt.Color("weight:Q", scale=alt.Scale(scheme="greys", domain=[0, 1]), title="weight α_ij"),
         opacity=alt.condition(chosen, alt.value(1), alt.value(0.45)),
-    ).add_params(chosen).properties(width=260, height=220)
+    ).add_params(chosen).properties(width=230, height=200)
     values = base.mark_text(baseline="middle").encode(
         x=alt.X("source:N", sort=sources), y=alt.Y("target:N", sort=targets),
         text=alt.Text("weight:Q", format=".2f"),
@@ -93,7 +90,7 @@ def alignment_explorer(source_words, target_words, weights):
     bars = base.mark_bar(color=BLUE).encode(
         x=alt.X("source:N", sort=sources, title="source word j", axis=alt.Axis(labelAngle=-30)),
         y=alt.Y("weight:Q", scale=alt.Scale(domain=[0, 1]), title="weight α_ij of the chosen word"),
-    ).transform_filter(chosen).properties(width=220, height=220)
+    ).transform_filter(chosen).properties(width=170, height=200)
     return alt.hconcat(matrix + values, bars)
 
 
@@ -121,12 +118,12 @@ def softmax_saturation(table):
                     axis=alt.Axis(values=[2 ** i for i in range(0, top + 1, 2)], format="d")),
             y=alt.Y(f"{field}:Q", title=title, scale=alt.Scale(type="log") if log else alt.Undefined),
             color=colour)
-        return (line + here).properties(width=220, height=180)
+        return (line + here).properties(width=150, height=170)
 
     bars = alt.Chart(alt.Data(values=weights)).mark_bar().encode(
         x=alt.X("key:O", title="key j"), xOffset="scaling:N",
         y=alt.Y("weight:Q", title="weight", scale=alt.Scale(domain=[0, 1])),
-        color=colour).transform_filter("datum.log2_d_k == log2_d_k").properties(width=220, height=180)
+        color=colour).transform_filter("datum.log2_d_k == log2_d_k").properties(width=150, height=170)
     return alt.hconcat(
         bars.properties(title="the weights of one query"),
         against_d_k("entropy", "entropy of the weights (bits)", False),
@@ -159,8 +156,8 @@ def encoding_similarity(table, max_offset):
         x=alt.X("pair:O", title="feature pair i (slow ones right)"), xOffset="encoding:N",
         y=alt.Y("term:Q", title="term of pair i at offset k", scale=alt.Scale(domain=[-largest, largest])),
         color=colour)
-    return alt.hconcat((lines + dots + values).properties(width=300, height=240),
-                       terms.properties(width=300, height=240)).add_params(offset)
+    return alt.hconcat((lines + dots + values).properties(width=250, height=230),
+                       terms.properties(width=250, height=230)).add_params(offset)
 
 
 def sampling_explorer(characters, logits, shown=30):
@@ -210,13 +207,14 @@ def sampling_explorer(characters, logits, shown=30):
     x = alt.X("label:N", sort=alt.SortField("rank"), title=f"the {shown} likeliest next characters (rank, character)",
               axis=alt.Axis(labelAngle=0, labelFontSize=FONT, labelExpr="slice(datum.label, 3)"))
     kept = shown_rows.mark_bar(color=BLUE).encode(
-        x=x, y=alt.Y("p:Q", title="probability of being sampled", scale=alt.Scale(domain=[0, 1])),
+        x=x, y=alt.Y("p:Q", title="probability of being sampled (√ axis)",
+                     scale=alt.Scale(type="sqrt", domain=[0, 1])),
         tooltip=[alt.Tooltip("label:N", title="character"), alt.Tooltip("p:Q", format=".3f")])
     model = shown_rows.mark_tick(color=GREY, thickness=2, size=14).encode(x=x, y="model_p:Q")
     count = base.transform_filter("datum.kept > 0").transform_aggregate(n="count()").transform_calculate(
         text="'characters kept: ' + datum.n").mark_text(align="right", x="width", y=0, baseline="top").encode(
         text="text:N")
-    return (kept + model + count).add_params(temperature, top_k, top_p).properties(width=560, height=260)
+    return (kept + model + count).add_params(temperature, top_k, top_p).properties(width=540, height=240)
 
 
 def flash_stepper(table, num_blocks):
@@ -240,7 +238,7 @@ def flash_stepper(table, num_blocks):
             x=alt.X("block:Q", title="key blocks seen", scale=alt.Scale(domain=[1, num_blocks]),
                     axis=alt.Axis(tickMinStep=1, format="d")), y=y, color=colour)
         ahead = rows.mark_line(strokeDash=[2, 3], opacity=0.35).encode(x="block:Q", y=y, color=colour)
-        return (ahead + seen).properties(width=190, height=190)
+        return (ahead + seen).properties(width=150, height=170)
 
     return alt.hconcat(panel("running max m", False), panel("running sum ℓ", True),
                        panel("distance to exact output", True)).add_params(step)
@@ -249,31 +247,3 @@ def flash_stepper(table, num_blocks):
 def _visible(character):
     """A character as a reader can see it: space, newline and tab named."""
     return {" ": "␣", "\n": "¶", "\t": "⇥"}.get(character, character)
-
-
-# -- in Sphinx --------------------------------------------------------------------------
-
-def write_bundle(app):
-    """Write Vega, Vega-Lite and Vega-Embed (vl-convert's bundle) once, and serve them with the site."""
-    import vl_convert
-
-    folder = Path(app.outdir).parent / ".interactive"
-    stamp = folder / "version"
-    if not (folder / BUNDLE).is_file() or not stamp.is_file() or stamp.read_text() != vl_convert.__version__:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / BUNDLE).write_text(vl_convert.javascript_bundle(), encoding="utf-8")
-        stamp.write_text(vl_convert.__version__)
-    app.config.html_static_path.append(str(folder))
-
-
-def load_scripts(app, pagename, templatename, context, doctree):
-    """Load the bundle and ``interactive.js`` on the pages that have an interactive figure."""
-    if MARKER in (context.get("body") or ""):
-        app.add_js_file(BUNDLE, priority=600)
-        app.add_js_file("interactive.js", priority=601)
-
-
-def setup(app):
-    app.connect("builder-inited", write_bundle)
-    app.connect("html-page-context", load_scripts, priority=400)  # before unique_scripts
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
