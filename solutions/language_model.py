@@ -12,11 +12,7 @@ encoder-decoder of the decoder chapter. And the chapter's own model, saved by
 ``make book``: ``load_course_model()`` and ``write(prompt, ...)``.
 """
 
-import hashlib
 import math
-import os
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -400,21 +396,24 @@ def bigram_bits_per_token(train_ids, test_ids, vocab_size, alpha=1.0):
 
 # -- the chapter's model, saved by the build and loaded in one line ------------------------
 
-COURSE_ROOT = Path(__file__).resolve().parent.parent
-COURSE_MODEL_DIR = COURSE_ROOT / "_build" / "course_model"
+# The standard-library modules of this part are imported where they are used: the
+# exercise notebooks' given cells copy this module's imports, and need none of them.
+
+def _course_path(*parts):
+    """A path in the course's folder (where ``solutions/`` is)."""
+    from pathlib import Path
+    return Path(__file__).resolve().parent.parent.joinpath(*parts)
 
 
-@dataclass(frozen=True)
 class CourseModel:
     """The character model of the language-model chapter: ``params``, its vocabulary, its heads.
 
     ``characters[i]`` is the character of token id ``i``; ``key`` names the
     code and text it was trained on (``course_model_key``).
     """
-    params: dict
-    characters: tuple
-    num_heads: int
-    key: str
+
+    def __init__(self, params, characters, num_heads, key):
+        self.params, self.characters, self.num_heads, self.key = params, tuple(characters), num_heads, key
 
     def encode(self, text):
         """The token ids ``(len(text),)`` of ``text``; a ``ValueError`` names characters not in the vocabulary."""
@@ -435,14 +434,17 @@ class CourseModel:
         return language_model_logits(ids[None], self.params, self.num_heads)[0, -1]
 
 
-def course_model_key(root=COURSE_ROOT):
+def course_model_key(root=None):
     """What the chapter's model depends on, hashed: the code of ``solutions/`` and the text it learns from.
 
     The text is every chapter's source (``book/*.md``), the language-model
     chapter among them, so its training settings are in the key too.
     """
+    import hashlib
+    from pathlib import Path
+
     digest = hashlib.sha256()
-    root = Path(root)
+    root = _course_path() if root is None else Path(root)
     for path in sorted([*root.glob("solutions/*.py"), *root.glob("book/*.md")]):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
@@ -489,7 +491,10 @@ def save_course_model(params, characters, num_heads, directory=None, key=None):
     under other keys in that directory are removed: they were trained on
     other code or text. The file is written whole or not at all.
     """
-    directory = Path(COURSE_MODEL_DIR if directory is None else directory)
+    import os
+    from pathlib import Path
+
+    directory = _course_path("_build", "course_model") if directory is None else Path(directory)
     key = course_model_key() if key is None else key
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"course-model-{key}.npz"
@@ -514,7 +519,9 @@ def load_course_model(directory=None, key=None):
     which executes the chapter again (it re-executes whenever that code or
     text changes) and saves the model it trains, in about half a minute of CPU.
     """
-    directory = Path(COURSE_MODEL_DIR if directory is None else directory)
+    from pathlib import Path
+
+    directory = _course_path("_build", "course_model") if directory is None else Path(directory)
     key = course_model_key() if key is None else key
     path = directory / f"course-model-{key}.npz"
     if not path.is_file():
