@@ -58,7 +58,9 @@ def show(chart, alt_text, scale=2):
     data = json.dumps(spec, ensure_ascii=False).replace("</", "<\\/")
     markup = (f"<div {MARKER}>"
               f'<script type="application/json">{data}</script></div>')
-    display({"text/html": markup, "image/png": base64.b64encode(png).decode()}, raw=True)
+    # text/plain: the alt text, for builders that take neither (Sphinx's link check) and for consoles
+    display({"text/html": markup, "image/png": base64.b64encode(png).decode(), "text/plain": alt_text},
+            raw=True)
 
 
 def alignment_explorer(source_words, target_words, weights):
