@@ -517,7 +517,7 @@ def load_course_model(directory=None, key=None):
     chapters). It is not trained here: when no model was saved for the
     current code and text, a ``FileNotFoundError`` says to run ``make book``,
     which executes the chapter again (it re-executes whenever that code or
-    text changes) and saves the model it trains, in about half a minute of CPU.
+    text changes) and saves the model it trains.
     """
     from pathlib import Path
 
