@@ -76,9 +76,9 @@ def _solution_functions(name):
     return found
 
 
-def _given_names(name):
-    """The names that the given cells of the instructor notebook of `name` list."""
-    return {spec.partition(":")[2] for cell in nbformat.read(current().notebook(name), as_version=4).cells
+def _given_specs(name):
+    """The "module:name" that the given cells of the instructor notebook of `name` list."""
+    return {spec for cell in nbformat.read(current().notebook(name), as_version=4).cells
             for spec in cell.metadata.get("course", {}).get("given", [])}
 
 
@@ -111,7 +111,7 @@ def _module_functions(path):
 @functools.cache
 def graded(name):
     """The Graded functions of assignment `name`: its answers, then their private helpers."""
-    given, found, seen = _given_names(name), [], set()
+    given, found, seen = {spec.partition(':')[2] for spec in _given_specs(name)}, [], set()
     pending = []
     for task, function, imports in _solution_functions(name):
         reference = _reference_function(name, function, imports)
@@ -130,6 +130,13 @@ def graded(name):
         pending += [(task, module, helper, path) for helper in sorted(called)
                     if helper.startswith("_") and helper in functions and helper not in given]
     return tuple(found)
+
+
+def given(name):
+    """The Graded functions of other assignments that the given cells of `name` hold, bodies
+    and all: the exercise hands them to the student, correct."""
+    specs = _given_specs(name)
+    return [f for other in assignments() if other != name for f in graded(other) if f"{f.module}:{f.name}" in specs]
 
 
 def all_graded():

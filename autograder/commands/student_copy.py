@@ -21,8 +21,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-import nbformat
-
 from ..course import assignments, current
 
 
@@ -83,34 +81,25 @@ def readme_section(path, heading):
     return f"# {heading}\n" + text[match.end():end.start() if end else len(text)].rstrip() + "\n"
 
 
-def given_functions(name):
-    """The Graded functions of other assignments that the given cells of `name` hold, bodies and all."""
-    from ..reference import graded
-    given = {spec for cell in nbformat.read(current().notebook(name), as_version=4).cells
-             for spec in cell.metadata.get("course", {}).get("given", [])}
-    return [f for other in assignments() if other != name for f in graded(other)
-            if f"{f.module}:{f.name}" in given]
-
-
 def leaks(folder):
     """[(file, what)] of the files under `folder` that hold a hidden check or a graded body
     (other than the bodies that an exercise's given cells hold, by design)."""
     from ..assignment import load
-    from ..reference import all_graded, distinctive_lines, leaked
+    from .. import reference
     hidden = {line.strip() for name in assignments() for test in load(name).tests
               for line in test.hidden.splitlines() if len(line.strip()) >= 20}
-    answers = distinctive_lines(all_graded())
+    answers = reference.distinctive_lines()
     found = []
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             continue
-        given = given_functions(path.stem) if path.suffix == ".ipynb" and path.stem in assignments() else []
+        given = reference.given(path.stem) if path.suffix == ".ipynb" and path.stem in assignments() else []
         if "BEGIN HIDDEN TESTS" in text or any(line in text for line in hidden):
             found.append((path, "a hidden check"))
         found += [(path, f"the body of {function.name}, graded in {function.assignment} ({lines[0]!r})")
-                  for function, lines in leaked(text, {f: answers[f] for f in answers if f not in given})]
+                  for function, lines in reference.leaked(text, {f: answers[f] for f in answers if f not in given})]
     return found
 
 
@@ -145,7 +134,7 @@ def run(args, parser):
         return 1
     print(f"wrote {args.dir}: {len(names)} exercises and {len(files)} files", file=sys.stderr)
     for name in names:
-        earlier = list(dict.fromkeys(function.assignment for function in given_functions(name)))
+        earlier = list(dict.fromkeys(function.assignment for function in reference.given(name)))
         if earlier:
             print(f"note: the given cells of {name}.ipynb hold answers of {', '.join(earlier)}: publish it "
                   "once those are graded", file=sys.stderr)

@@ -149,12 +149,12 @@ def check_no_graded_body(app, doctree):
     """In the class edition, a graded body that reaches a page is a warning (an error with -W)."""
     if app.config.course_edition != "class":
         return
+    from autograder.reference import leaked
     graded_functions(app)
-    text = doctree.astext()
-    leaked = [line for line in app.graded_lines if line in text]
-    if leaked:
-        logger.warning(f"the class edition must not print graded code, and this page has "
-                       f"{len(leaked)} line(s) of it, e.g. {leaked[0]!r}", location=app.env.docname)
+    for function, lines in leaked(doctree.astext(), app.graded_lines):
+        logger.warning(f"the class edition must not print the body of {function.name} (graded in "
+                       f"{function.assignment}), and this page has {len(lines)} of its lines, e.g. "
+                       f"{lines[0]!r}", location=app.env.docname)
 
 
 def set_edition(app, config):

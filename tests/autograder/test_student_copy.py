@@ -49,13 +49,13 @@ def test_no_graded_body_and_no_hidden_check_is_in_the_copy(copy):
     assert hidden
     for path in (p for p in folder.rglob("*") if p.is_file()):
         text = path.read_text(encoding="utf-8")
-        given = set(student_copy.given_functions(path.stem)) if path.suffix == ".ipynb" else set()
+        given = set(reference.given(path.stem)) if path.suffix == ".ipynb" else set()
         assert reference.leaked(text, {f: lines[f] for f in lines if f not in given}) == [], path
         assert not [line for line in hidden if line in text], path
     # the exercise's own answers are stubs in its notebook, never given
     for name in course.assignments():
         own = set(reference.graded(name))
-        assert not own & set(student_copy.given_functions(name))
+        assert not own & set(reference.given(name))
 
 
 def test_the_search_finds_a_planted_body_and_a_planted_hidden_check(copy, tmp_path):
