@@ -20,13 +20,14 @@ signature and docstring, and its body
   repository but the student repository (``class_edition_repository``), whose
   exercise notebooks the Colab links open; without one, there are none.
 
-The chapters' sources (``_sources``, the notebooks offered for download) hold
-the directive, never the body.
+The chapters' sources (``_sources``, the executed notebooks offered for
+download) hold the directive, never the body.
 """
 
 import ast
 import os
 import re
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -157,6 +158,18 @@ def check_no_graded_body(app, doctree):
                        f"{lines[0]!r}", location=app.env.docname)
 
 
+def offer_executed_chapter(app, pagename, templatename, context, doctree):
+    """The theme offers the executed chapter (.ipynb) for download only beside launch buttons,
+    which the class edition may not have: there, offer it here (before the theme, priority 501)."""
+    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+    if app.config.course_edition != "class" or doctree is None or not executed.is_file():
+        return
+    target = Path(app.outdir, "_sources", f"{pagename}.ipynb")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(executed, target)
+    context["ipynb_source"] = f"{pagename}.ipynb"
+
+
 def set_edition(app, config):
     edition = os.environ.get("COURSE_EDITION") or config.course_edition
     if edition not in EDITIONS:
@@ -188,4 +201,5 @@ def setup(app):
     app.connect("config-inited", set_edition, priority=400)
     app.connect("doctree-read", check_no_graded_body)
     app.connect("doctree-resolved", move_bodies_to_appendix)
+    app.connect("html-page-context", offer_executed_chapter, priority=500)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
