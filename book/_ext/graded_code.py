@@ -60,12 +60,10 @@ def task_words(function):
 
 def split_function(text):
     """(signature and docstring, body) of a function's listing."""
-    lines = text.rstrip("\n").splitlines()
-    node = ast.parse(textwrap.dedent("\n".join(lines))).body[0]
-    first = node.body[0]
-    has_docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
-        and isinstance(first.value.value, str)
-    cut = first.end_lineno if has_docstring else first.lineno - 1
+    from autograder.reference import body_start
+    text = text.rstrip("\n")
+    lines = text.splitlines()
+    cut = body_start(ast.parse(textwrap.dedent(text)).body[0]) - 1
     return "\n".join(lines[:cut]), "\n".join(lines[cut:])
 
 
@@ -90,7 +88,6 @@ class GradedLiteralInclude(LiteralInclude):
         if function is None or block is None:
             return result
         signature, body = split_function(block.astext())
-        header = copy_block(block, signature)
         if self.config.course_edition == "class":
             indent = re.match(r"\s*", body.strip("\n").splitlines()[0]).group() if body.strip() else "    "
             stub = copy_block(block, f"{signature}\n{indent}...")
@@ -106,7 +103,7 @@ class GradedLiteralInclude(LiteralInclude):
         dropdown += nodes.rubric("", f"Try the exercise first: the body of {function.name} "
                                      f"({task_words(function)})")
         dropdown += copy_block(block, body)
-        return self.replace(result, block, [header, dropdown])
+        return self.replace(result, block, [copy_block(block, signature), dropdown])
 
     @staticmethod
     def replace(result, block, new):
