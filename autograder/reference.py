@@ -33,9 +33,9 @@ SHORT = 20  # a stripped line shorter than this is common to any code (`return x
 @dataclass(frozen=True)
 class Graded:
     assignment: str
-    task: str       # the heading of the task that asks for it ("1. The dot score (1 point)")
-    module: str     # "solutions.luong"
-    name: str       # "dot_score"
+    task: str       # the heading of the task that asks for it ("1. A score (1 point)")
+    module: str     # the module that defines it
+    name: str
     file: Path      # the module's file
     start: int      # first line of the definition (1-based, its decorators included)
     body: int       # first line of the body: after the signature and the docstring
@@ -167,7 +167,7 @@ def distinctive_lines(functions=None):
 def leaked(text, lines):
     """[(Graded, [its lines in text])] of the bodies of `lines` ({Graded: [line]}) that `text`
     holds: two of their distinctive lines, or the only one. One line alone is not a leak (a
-    call such as `output, weights = attention(Q, K, V, mask=mask)` is how the code is used)."""
+    call such as `output = layer(X, params)` is how the code is used)."""
     found = []
     for function, distinctive in lines.items():
         present = [line for line in distinctive if line in text]

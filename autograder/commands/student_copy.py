@@ -21,13 +21,14 @@ import sys
 import tomllib
 from pathlib import Path
 
+from .. import reference
 from ..course import assignments, current
 
 
 def add(commands):
     parser = commands.add_parser(
         "student-copy", help="write a copy of the course for students: exercises and the class edition's "
-                             "sources, without solutions or hidden checks",
+                             "sources, without the reference code or hidden checks",
         description=__doc__.partition("\n\n")[2])
     parser.add_argument("dir", type=Path, metavar="DIR", help="the folder to write (new or empty)")
     parser.add_argument("assignments", nargs="*", metavar="NAME", help="the exercises to copy (default: all)")
@@ -85,7 +86,6 @@ def leaks(folder):
     """[(file, what)] of the files under `folder` that hold a hidden check or a graded body
     (other than the bodies that an exercise's given cells hold, by design)."""
     from ..assignment import load
-    from .. import reference
     hidden = {line.strip() for name in assignments() for test in load(name).tests
               for line in test.hidden.splitlines() if len(line.strip()) >= 20}
     answers = reference.distinctive_lines()
