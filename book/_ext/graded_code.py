@@ -118,20 +118,29 @@ def is_graded_dropdown(node):
     return is_component(node, "dropdown") and "graded_function" in node
 
 
+def chapter_of(node):
+    """The section of the chapter that holds `node` in the PDF's doctree: the outermost section of
+    the document of its nearest section (sphinx-jupyterbook-latex marks each with its docname)."""
+    sections = []
+    while node.parent is not None:
+        node = node.parent
+        if isinstance(node, nodes.section):
+            sections.append(node)
+    docname = next((section["docname"] for section in sections if section.get("docname")), None)
+    return [section for section in sections if not docname or section.get("docname") == docname][-1]
+
+
 def move_bodies_to_appendix(app, doctree, docname):
     """In the PDF, each chapter's graded bodies go to its last section, "Reference solutions"."""
     if app.builder.format != "latex":
         return
-    chapters = {}  # the start_of_file node of each chapter (the LaTeX builder joins them): its dropdowns
+    chapters = {}  # {id of a chapter's section: (section, its dropdowns)}
     for dropdown in list(doctree.findall(is_graded_dropdown)):
-        chapter = dropdown.parent
-        while chapter is not None and not isinstance(chapter, addnodes.start_of_file):
-            chapter = chapter.parent
-        chapters.setdefault(chapter if chapter is not None else doctree, []).append(dropdown)
-    for chapter, dropdowns in chapters.items():
-        top = next(iter(chapter.findall(nodes.section)))
+        chapter = chapter_of(dropdown)
+        chapters.setdefault(id(chapter), (chapter, []))[1].append(dropdown)
+    for chapter, dropdowns in chapters.values():
         appendix = nodes.section("", nodes.title(text="Reference solutions"),
-                                 ids=[f"reference-solutions-{chapter.get('docname', docname)}"])
+                                 ids=[f"reference-solutions-{'-'.join(chapter['ids'][:1])}"])
         appendix += nodes.paragraph(text="The functions of this chapter that its exercise grades, "
                                          "whole: try the exercise before you read them.")
         for dropdown in dropdowns:
@@ -140,7 +149,7 @@ def move_bodies_to_appendix(app, doctree, docname):
             appendix += copy_block(next(iter(dropdown.findall(nodes.literal_block))), dropdown["graded_source"])
             dropdown.replace_self(nodes.paragraph("", "", nodes.emphasis(
                 text=f"The body of {name} is in the Reference solutions at the end of this chapter.")))
-        top += appendix
+        chapter += appendix
 
 
 def check_no_graded_body(app, doctree):
