@@ -82,6 +82,16 @@ def load(name):
     return Assignment(name, tuple(released.cells), tests, solutions)
 
 
+def released_cells(name):
+    """The cells of the released notebook(s) of the assignment `name`: for an nbgrader course,
+    those of every notebook, as generate_assignment releases them."""
+    if current().nbgrader:
+        from . import nbgrader_course
+        spec = nbgrader_course.load(current().root, name)
+        return [cell for notebook in spec.notebooks for cell in notebook.cells]
+    return list(load(name).cells)
+
+
 def fit(assignment, notebook):
     """(cells to grade, problems): the student's notebook with the course's cells as released.
 

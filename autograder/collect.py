@@ -1,7 +1,9 @@
 """Finding the submissions of a batch, in the layouts instructors have them.
 
-- a folder `<student_id>/<assignment>.ipynb`, or a `.zip` of one (with or
-  without a top folder around the student folders);
+- a folder `<student_id>/<assignment>.ipynb` (FLAT), or nbgrader's
+  `<student_id>/<assignment>/<notebook>.ipynb` (NBGRADER: an nbgrader course's
+  `submitted/` folder, or the course folder that holds it), or a `.zip` of
+  either (with or without a top folder around the student folders);
 - the flat export of a learning-management system: one file per student and
   assignment with the student's id in its name, recognised as nbgrader's
   `zip_collect` does, with its `FileNameCollectorPlugin` and a regular
@@ -15,12 +17,15 @@ too large) still becomes a Submission, with the `problem` (status, reason)
 that its row in grades.csv gives.
 
 A submission's time, for deadlines, is the `timestamp` of an export's file
-name or the text of `<student_id>/timestamp.txt` (as nbgrader writes it).
+name or the text of the layout's `timestamp.txt`: `<student_id>/timestamp.txt`
+in the flat layout, `<student_id>/<assignment>/timestamp.txt` beside the
+notebooks in nbgrader's (where nbgrader writes it).
 """
 
 import logging
 import os
 import re
+import string
 import stat
 import zipfile
 from dataclasses import dataclass
@@ -42,18 +47,50 @@ TOO_LARGE = ("too-large", f"the notebook is larger than {MAX_NOTEBOOK_BYTES // 2
 
 
 @dataclass(frozen=True)
+class Layout:
+    """Where files are, as one pattern (`{student_id}/{assignment}.ipynb`) that builds the
+    relative path of given fields and parses a relative path back into its fields."""
+    pattern: str
+    timestamp: str = ""     # where nbgrader's timestamp.txt is, if the layout has one
+
+    def path(self, **fields):
+        return PurePosixPath(self.pattern.format(**fields))
+
+    def parse(self, relative):
+        """{field: value} of the relative path `relative`, or None if it does not fit."""
+        match = self._regex.fullmatch(PurePosixPath(relative).as_posix())
+        return match.groupdict() if match else None
+
+    @property
+    def _regex(self):
+        parts = [re.escape(text) + (f"(?P<{name}>[^/]+?)" if name else "")
+                 for text, name, _, _ in string.Formatter().parse(self.pattern)]
+        return re.compile("".join(parts))
+
+
+FLAT = Layout("{student_id}/{assignment}.ipynb", timestamp="{student_id}/timestamp.txt")
+NBGRADER = Layout("{student_id}/{assignment}/{notebook}.ipynb",
+                  timestamp="{student_id}/{assignment}/timestamp.txt")
+SUBMITTED = "submitted"  # nbgrader's folder of submissions in a course folder
+
+
+@dataclass(frozen=True)
 class Submission:
     student_id: str
     assignment: str
-    path: Path | None           # None: nothing to read (missing, or see `problem`)
+    path: Path | None           # the notebook (FLAT) or the assignment's folder of notebooks
+                                # (NBGRADER); None: nothing to read (missing, or see `problem`)
     timestamp: str = ""         # when it was handed in, as the LMS or nbgrader wrote it
     problem: tuple | None = None  # (status, reason) of a notebook found but not gradable
 
 
-def _problem(path):
-    """(status, reason) if the notebook at `path` must not be read, else None."""
+def _problem(path, folder=False):
+    """(status, reason) if the notebook (or nbgrader's folder of notebooks) at `path` must not
+    be read, else None."""
     if path.is_symlink():
         return LINK
+    if folder:
+        return None
     if not path.is_file():
         return NOT_A_FILE
     return TOO_LARGE if path.stat().st_size > MAX_NOTEBOOK_BYTES else None
@@ -112,6 +149,8 @@ def _unsafe(name):
 
 def collect(folder, known, log, lms_pattern=LMS_PATTERN):
     """[Submission] under `folder` for the assignments `known`; the rest is reported."""
+    if (folder / SUBMITTED).is_dir() and not (folder / SUBMITTED).is_symlink():
+        folder = folder / SUBMITTED  # an nbgrader course's folder
     batch = []
     lms, attempts = None, {}
     for entry in sorted(folder.iterdir()):
@@ -143,13 +182,15 @@ def collect(folder, known, log, lms_pattern=LMS_PATTERN):
 
 
 def refused_rows(refused, known, batch):
-    """Submissions for notebooks `<student_id>/<assignment>.ipynb` that `unpack` refused
-    (a link, too large...), so that they get their row; others were reported by `unpack`."""
+    """Submissions for notebooks of either layout that `unpack` refused (a link, too large...), so
+    that they get their row; others were reported by `unpack`."""
     taken = {(s.student_id, s.assignment) for s in batch}
     rows = []
     for parts, status, reason in refused:
-        if len(parts) >= 2 and parts[-1].endswith(".ipynb"):
-            student, assignment = parts[-2], parts[-1].removesuffix(".ipynb")
+        nested = NBGRADER.parse("/".join(parts[-3:])) if len(parts) >= 3 else None
+        fields = nested if nested and nested["assignment"] in known else FLAT.parse("/".join(parts[-2:]))
+        if fields:
+            student, assignment = fields["student_id"], fields["assignment"]
             if STUDENT_ID.match(student) and assignment in known and (student, assignment) not in taken:
                 taken.add((student, assignment))
                 rows.append(Submission(student, assignment, None, "", (status, reason)))
@@ -163,22 +204,48 @@ def _lms_plugin(pattern):
 
 
 def _student_folder(folder, known, log):
+    """The Submissions of one student's folder, in either layout (FLAT or NBGRADER)."""
     if not STUDENT_ID.match(folder.name):
         log(f"skipped {folder.name!r}: not a valid student id")
         return []
-    found, timestamp = [], _timestamp(folder / "timestamp.txt")
+    student, root = folder.name, folder.parent
+    found = []
     for path in sorted(folder.iterdir()):
-        assignment = path.stem if path.suffix == ".ipynb" else None
+        relative = path.relative_to(root)
+        flat = FLAT.parse(relative)
         if path.name == "timestamp.txt":
             continue
-        if assignment in known:
+        if flat and flat["assignment"] in known:
             problem = _problem(path)
-            found.append(Submission(folder.name, assignment, None if problem else path, timestamp, problem))
+            timestamp = _timestamp(root / FLAT.timestamp.format(student_id=student))
+            found.append(Submission(student, flat["assignment"], None if problem else path, timestamp, problem))
+        elif path.name in known and (path.is_dir() or path.is_symlink()):  # NBGRADER: notebooks inside
+            problem = _problem(path, folder=True)
+            timestamp = _timestamp(root / NBGRADER.timestamp.format(student_id=student, assignment=path.name))
+            found.append(Submission(student, path.name, None if problem else path, timestamp, problem))
         elif path.is_symlink() or not path.is_file():
-            log(f"skipped {folder.name}/{path.name}: not a plain file (links and folders are not followed)")
+            log(f"skipped {student}/{path.name}: not a plain file (links and folders are not followed)")
         else:
-            log(f"skipped {folder.name}/{path.name}: not <assignment>.ipynb for one of {sorted(known)}")
+            log(f"skipped {student}/{path.name}: not <assignment>.ipynb for one of {sorted(known)}")
     return found
+
+
+def notebooks(submission, names):
+    """{notebook name: path} of the notebooks `names` of the assignment in `submission`: in its
+    folder (NBGRADER), or its one notebook (FLAT, an assignment of one notebook)."""
+    path = submission.path
+    if path is None:
+        return {}
+    if path.is_dir():
+        return {name: path / f"{name}.ipynb" for name in names}
+    return {names[0]: path} if len(names) == 1 else {}
+
+
+def problem_of(path, missing="no notebook was handed in"):
+    """(status, reason) if the notebook at `path` (None: not there) cannot be read, else None."""
+    if path is None or not (path.exists() or path.is_symlink()):
+        return "missing", missing
+    return _problem(path)
 
 
 def _timestamp(path):

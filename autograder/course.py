@@ -21,6 +21,8 @@ from pathlib import Path
 
 import yaml
 
+from . import nbgrader_course
+
 COURSE_FILE = "course.toml"
 ENVIRONMENT = "AUTOGRADER_COURSE"
 ENGINE = Path(__file__).resolve().parent
@@ -28,33 +30,84 @@ ENGINE_PACKAGE = __name__.partition(".")[0]
 
 
 class CourseError(ValueError):
-    """The course file is missing or incomplete."""
+    """The course file is missing, incomplete or has a key it does not know."""
+
+
+REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One key of course.toml, declared once: its type, default, meaning and check."""
+    key: str
+    kind: type             # str, or tuple for a list (a string is a list of one)
+    default: object        # REQUIRED if the file must give it
+    description: str
+    path: bool = False     # a path relative to the course file
+    field: str = None      # the Course field it sets (default: the key)
+
+
+SETTINGS = (
+    Setting("id", str, REQUIRED, "nbgrader's course id (the gradebook's, and nbgrader_config.py's)"),
+    Setting("source", str, REQUIRED, "instructor notebooks <source>/<slug>/<slug>.ipynb", path=True),
+    Setting("exercises", str, REQUIRED, "released student notebooks <exercises>/<slug>.ipynb", path=True),
+    Setting("references", tuple, REQUIRED, "packages of reference code (a name or a list)"),
+    Setting("checks", str, REQUIRED, "the package of the hidden checks"),
+    Setting("private", tuple, (), "other packages a submission has no business importing"),
+    Setting("done_cell", str, None, "the closing cell of every exercise", path=True),
+    Setting("toc", str, None, "the order of the assignments (_toc.yml); without it, alphabetical",
+            path=True),
+    Setting("book.chapter", str, "book/{slug}.md", "the chapter of <slug> (its MyST labels are the "
+            "sections a check cell's `course.section` names)", field="chapter"),
+    Setting("book.config", str, None, "the site's configuration (its html.baseurl)", path=True,
+            field="book_config"),
+    Setting("book.url", str, "book/{slug}.html", "a chapter's page, relative to html.baseurl",
+            field="chapter_url"),
+    Setting("book.placeholder_baseurl", str, "", "html.baseurl as the template ships: grading warns "
+            "while it is still this", field="placeholder_baseurl"),
+    Setting("student_copy.include", tuple, (), "what `student-copy` writes besides the exercises "
+            "(glob patterns): the class edition's sources", field="student_copy_include"),
+    Setting("student_copy.readme", str, "README.md", "the file whose section is a student copy's README",
+            path=True, field="student_copy_readme"),
+    Setting("student_copy.readme_section", str, "", "that section's heading (empty: no README)",
+            field="student_copy_readme_section"),
+)
 
 
 @dataclass(frozen=True)
 class Course:
     file: Path
     id: str
-    source: Path        # instructor notebooks <source>/<slug>/<slug>.ipynb
-    exercises: Path     # released notebooks <exercises>/<slug>.ipynb
-    references: tuple   # packages of reference code
-    checks: str         # package of the hidden checks
-    private: tuple      # other packages a submission should not import
-    done_cell: Path     # the closing cell's text, or None
-    toc: Path
-    chapter: str        # "book/{slug}.md", relative to root
-    book_config: Path   # the site's _config.yml (html.baseurl), or None
-    chapter_url: str    # "book/{slug}.html", relative to html.baseurl
-    placeholder_baseurl: str
+    source: Path        # instructor notebooks <source>/<slug>/<slug>.ipynb (nbgrader: source/<name>/)
+    exercises: Path = None      # released notebooks <exercises>/<slug>.ipynb
+    references: tuple = ()      # packages of reference code
+    checks: str = None          # package of the hidden checks
+    private: tuple = ()         # other packages a submission should not import
+    done_cell: Path = None      # the closing cell's text, or None
+    toc: Path = None            # _toc.yml, or None (alphabetical)
+    chapter: str = ""           # "book/{slug}.md", relative to root
+    book_config: Path = None    # the site's _config.yml (html.baseurl), or None
+    chapter_url: str = ""       # "book/{slug}.html", relative to html.baseurl
+    placeholder_baseurl: str = ""
+    student_copy_include: tuple = ()    # glob patterns, relative to root
+    student_copy_readme: Path = None
+    student_copy_readme_section: str = ""
+    kind: str = "course"        # "course" (course.toml) or "nbgrader" (an nbgrader course folder)
 
     @property
     def root(self):
         return self.file.parent
 
     @property
+    def nbgrader(self):
+        """Whether this is an nbgrader course, graded as `nbgrader autograde` grades it."""
+        return self.kind == "nbgrader"
+
+    @property
     def packages(self):
         """The top-level names of the course's own packages (references, checks, private)."""
-        return tuple(dict.fromkeys(p.partition(".")[0] for p in (*self.references, self.checks, *self.private)))
+        names = (*self.references, *([self.checks] if self.checks else []), *self.private)
+        return tuple(dict.fromkeys(p.partition(".")[0] for p in names))
 
     def notebook(self, name):
         return self.source / name / f"{name}.ipynb"
@@ -68,29 +121,69 @@ class Course:
 
 
 def load(path):
-    """The Course of the course file at `path`; its folder goes on sys.path (its packages)."""
+    """The Course at `path`: a course file, an nbgrader course folder (with nbgrader_config.py
+    and source/) or its nbgrader_config.py, or a folder with a course file. A course file's
+    folder goes on sys.path (its packages)."""
     path = Path(path).resolve()
+    if path.is_dir() and not (path / COURSE_FILE).is_file() and nbgrader_course.is_course(path):
+        path = path / nbgrader_course.CONFIG_FILE
+    elif path.is_dir():
+        path = path / COURSE_FILE
+    if path.name == nbgrader_course.CONFIG_FILE:
+        return _nbgrader(path.parent)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise CourseError(f"cannot read the course file {path}: {error}") from None
+    values = settings(data, path)
     root = path.parent
-    book = data.get("book", {})
-    try:
-        course = Course(
-            file=path, id=str(data["id"]), source=root / data["source"], exercises=root / data["exercises"],
-            references=tuple(data["references"]), checks=str(data["checks"]),
-            private=tuple(data.get("private", ())),
-            done_cell=root / data["done_cell"] if data.get("done_cell") else None,
-            toc=root / data.get("toc", "_toc.yml"), chapter=book.get("chapter", "book/{slug}.md"),
-            book_config=root / book["config"] if book.get("config") else None,
-            chapter_url=book.get("url", "book/{slug}.html"),
-            placeholder_baseurl=book.get("placeholder_baseurl", ""))
-    except KeyError as error:
-        raise CourseError(f"{path}: the course file needs the field {error.args[0]!r}") from None
+    course = Course(file=path, **{setting.field or setting.key:
+                                  root / values[setting.key] if setting.path and values[setting.key] else
+                                  values[setting.key] for setting in SETTINGS})
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     return course
+
+
+def settings(data, path):
+    """{key: value} of every Setting from the parsed course file `data`: unknown keys, missing
+    required ones and values of the wrong type are a CourseError naming the key and the file."""
+    flat = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            flat.update({f"{key}.{inner}": v for inner, v in value.items()})
+        else:
+            flat[key] = value
+    declared = {setting.key: setting for setting in SETTINGS}
+    unknown = sorted(set(flat) - set(declared))
+    if unknown:
+        raise CourseError(f"{path}: unknown key {unknown[0]!r} (the keys are: {', '.join(declared)})")
+    values = {}
+    for setting in SETTINGS:
+        value = flat.get(setting.key, setting.default)
+        if value is REQUIRED:
+            raise CourseError(f"{path}: the course file needs the key {setting.key!r} ({setting.description})")
+        if setting.kind is tuple:
+            value = (value,) if isinstance(value, str) else value
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+                raise CourseError(f"{path}: {setting.key!r} must be a name or a list of names")
+            value = tuple(value)
+        elif value is not None and not isinstance(value, setting.kind):
+            raise CourseError(f"{path}: {setting.key!r} must be a {setting.kind.__name__} "
+                              f"({setting.description})")
+        values[setting.key] = value
+    return values
+
+
+def _nbgrader(root):
+    """The Course of the nbgrader course folder `root`."""
+    try:
+        _, directory = nbgrader_course.configuration(root)
+        nbgrader_course.assignment_names(root)
+    except nbgrader_course.NbgraderCourseError as error:
+        raise CourseError(str(error)) from None
+    return Course(file=root / nbgrader_course.CONFIG_FILE, id=directory.course_id or root.name,
+                  source=nbgrader_course.source_folder(root), kind="nbgrader")
 
 
 def find():
@@ -131,8 +224,14 @@ def __getattr__(name):
 
 @functools.cache
 def assignments():
-    """Assignment slugs with an instructor notebook, in the order of the toc."""
+    """The assignments: for a course file, the slugs with an instructor notebook in the order of
+    the toc (alphabetical without one); for an nbgrader course, the folders of source/."""
     course = current()
+    if course.nbgrader:
+        return nbgrader_course.assignment_names(course.root)
+    if course.toc is None:
+        return sorted(path.parent.name for path in course.source.glob("*/*.ipynb")
+                      if path.stem == path.parent.name)
     toc = yaml.safe_load(course.toc.read_text())
     chapters = [Path(entry["file"]).stem
                 for part in toc.get("parts", [toc])
@@ -141,12 +240,17 @@ def assignments():
 
 
 def make_course_dir(root, names):
-    """Lay out a fresh nbgrader course in `root` with the sources of `names`."""
-    root = Path(root)
+    """Lay out a fresh nbgrader course in `root` with the sources of `names` (an nbgrader
+    course: its configuration and its whole source folder, header and footer included)."""
+    root, course = Path(root), current()
+    if course.nbgrader:
+        shutil.copy(course.file, root / course.file.name)
+        shutil.copytree(course.source, root / course.source.relative_to(course.root), dirs_exist_ok=True)
+        return root
     (root / "source").mkdir(parents=True, exist_ok=True)
     shutil.copy(ENGINE / "nbgrader_config.py", root / "nbgrader_config.py")
     for name in names:
-        shutil.copytree(current().source / name, root / "source" / name, dirs_exist_ok=True)
+        shutil.copytree(course.source / name, root / "source" / name, dirs_exist_ok=True)
     return root
 
 

@@ -326,13 +326,19 @@ def to_nbgrader(out, output, scores, names):
             if late and late.submitted_at is not None:
                 submission.timestamp = late.submitted_at.astimezone(timezone.utc).replace(tzinfo=None)
             for check in result.checks:
-                grade = gradebook.find_grade(check.name, result.assignment, result.assignment, student)
-                # as nbgrader's SaveAutoGrades records an autograded check cell
-                grade.auto_score, grade.manual_score, grade.needs_manual_grade = check.score, None, False
-            notebook = gradebook.find_submission_notebook(result.assignment, result.assignment, student)
-            # the penalty in points: nbgrader's score is the sum of the checks minus it
-            notebook.late_submission_penalty = (result.score - scores[student, result.assignment]
-                                                if late else None)
+                grade = gradebook.find_grade(check.name, check.notebook or result.assignment, result.assignment,
+                                             student)
+                # as nbgrader's SaveAutoGrades records a grade cell: no autograded score for what a
+                # person grades (the formgrader lists it), else the score
+                grade.auto_score, grade.manual_score = (None if check.manual else check.score), None
+                grade.needs_manual_grade = check.manual
+            # the penalty in points, on each notebook's own score as nbgrader's AssignLatePenalties
+            # puts it: nbgrader's score is the sum of the checks minus it
+            factor = scores[student, result.assignment] / result.score if late and result.score else 1.0
+            for name in {check.notebook or result.assignment for check in result.checks}:
+                notebook = gradebook.find_submission_notebook(name, result.assignment, student)
+                own = sum(c.score for c in result.checks if (c.notebook or result.assignment) == name)
+                notebook.late_submission_penalty = own - own * factor if late else None
             gradebook.db.commit()
     return written
 

@@ -49,7 +49,8 @@ def grader_modules():
 @functools.cache
 def suspicious_words():
     """Words in a string that point at the grader: its modules, its files, the hidden tests."""
-    names = "|".join(re.escape(name) for name in sorted({ENGINE_PACKAGE, *current().references, current().checks}))
+    names = "|".join(re.escape(name) for name in sorted({ENGINE_PACKAGE, *current().references,
+                                                                *filter(None, [current().checks])}))
     return re.compile(rf"gradebook|{names}|HIDDEN TESTS|\.npy\b|/proc/\d|/sandbox\b")
 
 

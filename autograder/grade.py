@@ -38,11 +38,13 @@ import nbformat
 from . import assignment as assignments_
 from . import course, deadlines, harness, report, tasks, timing
 from .checking import CheckFailed
-from .collect import LMS_PATTERN, MAX_NOTEBOOK_BYTES, Submission, collect, refused_rows, unpack
+from . import nbgrader_course
+from .collect import (LMS_PATTERN, MAX_NOTEBOOK_BYTES, Layout, Submission, collect, notebooks, problem_of,
+                      refused_rows, unpack)
 from .course import assignments
 from .flags import flags
 from .messages import failure_message
-from .sandbox import Limits, Sandbox, SandboxStopped, check_available
+from .sandbox import Limits, Sandbox, SandboxStopped, Timeouts, check_available
 
 # A submission's status: `graded`, or the worst thing that happened to it.
 STATUSES = ["missing", "link", "not-a-file", "too-large", "unreadable", "crashed", "timeout", "resource-limit",
@@ -51,6 +53,10 @@ RESTARTS = 2  # times a sandbox that died during the hidden checks is started ag
 # Sandboxes run as an ordinary user of their own: BASE_UID + the grading process's id (mod
 # UID_RANGE), so that concurrent workers, and concurrent batches, count their processes apart.
 BASE_UID, UID_RANGE = 100_000, 100_000
+# OUT/feedback/: one page per student and assignment; an nbgrader assignment's page links to a
+# page per notebook
+FEEDBACK = Layout("{student_id}/{assignment}.html")
+NOTEBOOK_FEEDBACK = Layout("{student_id}/{assignment}/{notebook}.html")
 
 
 @dataclass
@@ -59,6 +65,13 @@ class Check:
     score: float
     max_score: float
     message: str = ""
+    notebook: str = ""      # its notebook, in an nbgrader assignment ('' in a course file's)
+    manual: bool = False    # left for a person (nbgrader's "needs manual grading"): 0 autograded points
+
+    @property
+    def label(self):
+        """The check's name in details.csv: `<notebook>/<grade_id>` in an nbgrader assignment."""
+        return f"{self.notebook}/{self.name}" if self.notebook else self.name
 
 
 @dataclass
@@ -73,6 +86,7 @@ class Result:
     seconds: dict = field(default_factory=dict)  # where the time went: start, imports, cells, checks
     submitted_at: str = ""  # as the LMS export or nbgrader's timestamp.txt says ('' if unknown)
     code: list = field(default_factory=list)  # [grade_id or None, source] of the student's own code cells
+    notebooks: list = field(default_factory=list)  # an nbgrader assignment's notebooks: a page each
 
     @property
     def score(self):
@@ -103,7 +117,7 @@ def grade(submissions, out, workers=None, shard=None, secret=None, limits=Limits
     """
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     check_available()
-    if tasks.placeholder_base_url():
+    if not course.current().nbgrader and tasks.placeholder_base_url():
         log(f"warning: html.baseurl in {course.current().book_config.name} is still the template's "
             f"{tasks.base_url()}: the feedback links to the chapters lead nowhere until it is the "
             "published site's address (README: before publishing)")
@@ -121,6 +135,9 @@ def grade(submissions, out, workers=None, shard=None, secret=None, limits=Limits
         names = [name for name in assignments() if any(s.assignment == name for s in found)]
         if shard:
             students = [s for s in students if in_shard(s, *shard)]
+        if course.current().nbgrader:  # nbgrader's steps are imported once, before the workers fork
+            for name in names:
+                nbgrader_course.load(course.current().root, name)
         by_key = {(s.student_id, s.assignment): s for s in found}
         todo, results = [], []
         for student in students:
@@ -182,8 +199,14 @@ def grade_one(submission, fingerprint, out, key, limits=Limits()):
         return _not_graded(submission, *submission.problem, out, fingerprint)
     if submission.path is None:
         return _not_graded(submission, "missing", "no notebook was handed in", out, fingerprint)
+    if course.current().nbgrader:
+        return _grade_nbgrader(submission, fingerprint, out, limits)
+    path = notebooks(submission, [submission.assignment]).get(submission.assignment)
+    problem = problem_of(path)
+    if problem:
+        return _not_graded(submission, *problem, out, fingerprint)
     try:
-        notebook = read_notebook(submission.path)
+        notebook = read_notebook(path)
     except ValueError as error:
         return _not_graded(submission, "unreadable", str(error), out, fingerprint)
 
@@ -218,6 +241,66 @@ def grade_one(submission, fingerprint, out, key, limits=Limits()):
                     {phase: round(s, 4) for phase, s in seconds.items()},
                     submitted_at=submission.timestamp, code=code)
     _save(out, result, report.feedback_html(result, cells, outputs))
+    return result
+
+
+def _grade_nbgrader(submission, fingerprint, out, limits):
+    """Grade one submission of an nbgrader course as `nbgrader autograde` does (nbgrader_course):
+    every notebook of the assignment, its test cells run in its sandbox; one result, a page per
+    notebook."""
+    root = course.current().root
+    spec = nbgrader_course.load(root, submission.assignment)
+    paths = notebooks(submission, [notebook.name for notebook in spec.notebooks])
+    checks, notes, statuses, flagged, code, pages, seconds = [], [], [], [], [], {}, {}
+    for notebook in spec.notebooks:
+        label = spec.label(notebook)
+        problem = problem_of(paths.get(notebook.name), f"{notebook.name}.ipynb was not handed in")
+        if problem is None:
+            try:
+                submitted = read_notebook(paths[notebook.name])
+            except ValueError as error:
+                problem = ("unreadable", str(error))
+        if problem:  # its cells score 0, as nbgrader scores a notebook not handed in
+            status, reason = problem
+            statuses.append(status)
+            notes.append(f"{notebook.name}.ipynb: {reason}")
+            checks += [Check(cell_id, 0.0, points, f"not graded: {reason}", label)
+                       for cell_id, points in notebook.points.items()]
+            continue
+        cells, problems = nbgrader_course.sanitize(root, notebook, submitted)
+        released = {cell.source for cell in notebook.cells}
+        flagged += flags([cell.source for cell in cells if cell.cell_type == "code" and cell.source not in released])
+        code += [[nbgrader_course.nbgrader_meta(cell).get("grade_id"), cell.source] for cell in cells
+                 if cell.cell_type == "code" and not nbgrader_course.is_locked(cell)]
+        sandbox = Sandbox([(str(i), cell.source) for i, cell in enumerate(cells) if cell.cell_type == "code"],
+                          limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=Timeouts(), files=spec.files)
+        ids = [nbgrader_course.nbgrader_meta(cell).get("grade_id") for cell in cells]
+        sandbox.places = {str(i): f"the cell `{cell_id}`" if cell_id else f"cell {i + 1} of {notebook.name}.ipynb"
+                          for i, cell_id in enumerate(ids)}
+        try:
+            outputs = {output["id"]: output for output in sandbox.run()}
+        except SandboxStopped:
+            outputs = {}  # recorded in its events: no test cell earns a point
+        finally:
+            sandbox.close()
+        here = [status for status, _ in sandbox.events] + ["invalid-structure"] * bool(problems)
+        happened = problems + [reason for _, reason in sandbox.events]
+        statuses += here
+        notes += [f"{notebook.name}.ipynb: {note}" for note in happened]
+        seconds = {phase: seconds.get(phase, 0.0) + value for phase, value in sandbox.seconds.items()}
+        found = [Check(cell_id, got, points, message, label, manual) for cell_id, got, points, message, manual
+                 in nbgrader_course.score(root, notebook, cells, outputs)]
+        checks += found
+        page = Result(submission.student_id, f"{submission.assignment}/{notebook.name}.ipynb",
+                      min(here, key=STATUSES.index, default="graded"), found, happened)
+        pages[notebook.name] = report.feedback_html(page, cells, outputs)
+    if pages:  # a notebook handed in: the submission is not missing, only that notebook
+        statuses = [status for status in statuses if status != "missing"]
+    status = min(statuses, key=STATUSES.index, default="graded")
+    result = Result(submission.student_id, submission.assignment, status, checks, notes, fingerprint, flagged,
+                    {phase: round(s, 4) for phase, s in seconds.items()}, submitted_at=submission.timestamp,
+                    code=code, notebooks=list(pages))
+    _save(out, result, report.notebooks_html(result, list(pages)), pages)
     return result
 
 
@@ -288,8 +371,13 @@ def sandbox_for(name, cells, limits):
 
 
 def _not_graded(submission, status, reason, out, fingerprint="", notes=(), flagged=(), code=()):
-    spec = assignments_.load(submission.assignment)
-    checks = [Check(t.grade_id, 0.0, t.points, f"not graded: {reason}") for t in spec.tests]
+    if course.current().nbgrader:
+        spec = nbgrader_course.load(course.current().root, submission.assignment)
+        checks = [Check(cell_id, 0.0, points, f"not graded: {reason}", spec.label(notebook))
+                  for notebook in spec.notebooks for cell_id, points in notebook.points.items()]
+    else:
+        checks = [Check(t.grade_id, 0.0, t.points, f"not graded: {reason}")
+                  for t in assignments_.load(submission.assignment).tests]
     result = Result(submission.student_id, submission.assignment, status, checks,
                     [*notes, reason], fingerprint, list(flagged), submitted_at=submission.timestamp,
                     code=list(code))
@@ -297,10 +385,18 @@ def _not_graded(submission, status, reason, out, fingerprint="", notes=(), flagg
     return result
 
 
-def _save(out, result, feedback):
-    """Write the feedback page, then the result: a result on disk always has its page."""
-    write_atomic(out / "feedback" / result.student_id / f"{result.assignment}.html", feedback)
+def _save(out, result, feedback, pages=None):
+    """Write the feedback page (and an nbgrader assignment's `pages`, {notebook: page}), then the
+    result: a result on disk always has its pages."""
+    for notebook, page in (pages or {}).items():
+        write_atomic(out / "feedback" / NOTEBOOK_FEEDBACK.path(
+            student_id=result.student_id, assignment=result.assignment, notebook=notebook), page)
+    write_atomic(feedback_path(out, result.student_id, result.assignment), feedback)
     write_atomic(_result_path(out, result.student_id, result.assignment), result.to_json())
+
+
+def feedback_path(out, student_id, name):
+    return out / "feedback" / FEEDBACK.path(student_id=student_id, assignment=name)
 
 
 def _result_path(out, student_id, name):
@@ -313,8 +409,11 @@ def _earlier_result(out, submission, fingerprint):
         result = Result.from_json(path.read_text())
     except (OSError, ValueError, TypeError, KeyError):
         return None
-    feedback = out / "feedback" / submission.student_id / f"{submission.assignment}.html"
-    return result if result.fingerprint == fingerprint and feedback.is_file() else None
+    pages = [feedback_path(out, submission.student_id, submission.assignment)]
+    pages += [out / "feedback" / NOTEBOOK_FEEDBACK.path(student_id=submission.student_id,
+                                                        assignment=submission.assignment, notebook=notebook)
+              for notebook in result.notebooks]
+    return result if result.fingerprint == fingerprint and all(page.is_file() for page in pages) else None
 
 
 # -- secrets and fingerprints ----------------------------------------------------------
@@ -345,6 +444,9 @@ def graded_files():
     """The files whose contents decide a grade: the grading code, the course's checks and
     references, its released and instructor notebooks and the reference's times."""
     this = course.current()
+    if this.nbgrader:
+        return [*(course.ENGINE / f"{module}.py" for module in GRADING_MODULES + ("nbgrader_course",)),
+                this.file, *sorted(path for path in this.source.rglob("*") if path.is_file())]
     return [*(course.ENGINE / f"{module}.py" for module in GRADING_MODULES),
             *(path for package in (this.checks, *this.references) for path in this.package_files(package)),
             *sorted(this.exercises.glob("*.ipynb")), *sorted(this.source.rglob("*.ipynb")),
@@ -362,6 +464,10 @@ def _grader_version(limits):
 def _fingerprint(submission, version):
     if submission.problem:  # never read: a link, not a file, too large
         content = repr(submission.problem).encode()
+    elif submission.path and submission.path.is_dir():  # nbgrader's layout: its notebooks
+        content = b"".join(path.name.encode() + b"\0" + (repr(problem_of(path)).encode() if problem_of(path)
+                                                        else path.read_bytes())
+                           for path in sorted(submission.path.glob("*.ipynb")))
     else:
         content = submission.path.read_bytes() if submission.path else b"<missing>"
     return hashlib.sha256(version.encode() + hashlib.sha256(content).digest()).hexdigest()
@@ -389,7 +495,7 @@ def write_reports(out):
     similarity = {path.stem for path in (out / "similarity").glob("*.html")}  # `similarity` wrote them
     write_atomic(out / "summary.html", report.summary_html(results, policy, similarity))
     for result in results:  # what the deadline did, on the student's page
-        page = out / "feedback" / result.student_id / f"{result.assignment}.html"
+        page = feedback_path(out, result.student_id, result.assignment)
         try:
             text = page.read_text(encoding="utf-8")
         except OSError:
@@ -409,9 +515,9 @@ def merge(outs, out):
     deadlines.save(out, policies[0] if policies else None)
     for source in map(Path, outs):
         for folder in ("feedback", "results"):
-            for path in sorted((source / folder).glob("*/*")):
+            for path in sorted((source / folder).rglob("*")):
                 if path.is_file() and not path.is_symlink():
-                    target = out / folder / path.parent.name / path.name
+                    target = out / folder / path.relative_to(source / folder)
                     target.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(path, target)
     write_reports(out)

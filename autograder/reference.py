@@ -110,7 +110,10 @@ def _module_functions(path):
 
 @functools.cache
 def graded(name):
-    """The Graded functions of assignment `name`: its answers, then their private helpers."""
+    """The Graded functions of assignment `name`: its answers, then their private helpers (none
+    for a course without reference packages, such as an nbgrader course)."""
+    if not current().references:
+        return ()
     given, found, seen = {spec.partition(':')[2] for spec in _given_specs(name)}, [], set()
     pending = []
     for task, function, imports in _solution_functions(name):

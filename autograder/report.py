@@ -86,7 +86,7 @@ def _score(result, late):
 
 
 def details_csv(results):
-    return _csv(DETAILS_COLUMNS, [[r.student_id, r.assignment, c.name, number(c.score), number(c.max_score),
+    return _csv(DETAILS_COLUMNS, [[r.student_id, r.assignment, c.label, number(c.score), number(c.max_score),
                                    c.message] for r in results for c in r.checks])
 
 
@@ -148,7 +148,7 @@ def _task(assignment, check, link=True):
 
 def _checks_table(result):
     rows = "".join(f"<tr><td>{_task(result.assignment, c.name, link=c.score < c.max_score)}"
-                   f"<br><small><code>{html.escape(c.name)}</code></small></td>"
+                   f"<br><small><code>{html.escape(c.label)}</code></small></td>"
                    f"<td>{number(c.score)} / {number(c.max_score)}</td>"
                    f"<td>{html.escape(c.message) or '✓'}</td></tr>" for c in result.checks)
     return ("<table><tr><th>task</th><th>points</th><th>why points were lost</th></tr>"
@@ -206,6 +206,23 @@ def _highlighted_once(source):
     return highlight(source, PythonLexer(), CODE)
 
 
+def notebooks_html(result, notebooks):
+    """The page of an nbgrader assignment: its points per check and a link to the page of each
+    of its `notebooks` (graded ones; the others are named in its notes)."""
+    links = "".join(
+        f"<li><a href='{html.escape(urllib.parse.quote(result.assignment, safe=''))}/"
+        f"{html.escape(urllib.parse.quote(name, safe=''))}.html'>{html.escape(name)}.ipynb</a>: "
+        f"{number(sum(c.score for c in result.checks if c.notebook in ('', name)))} / "
+        f"{number(sum(c.max_score for c in result.checks if c.notebook in ('', name)))}</li>"
+        for name in notebooks)
+    manual = sum(c.max_score for c in result.checks if c.manual)
+    return _page(f"{result.assignment}: {result.student_id}", (
+        f"<h1>{html.escape(result.assignment)}: {html.escape(result.student_id)}</h1>"
+        f"<h2>Autograded: {number(result.score)} / {number(result.max_score)}</h2>{DEADLINE_SLOT}"
+        + (f"<p>{number(manual)} of these points need manual grading: a person grades them.</p>" if manual else "")
+        + f"<ul>{links}</ul>" + _checks_table(result) + _notes(result)))
+
+
 def not_graded_html(result, reason):
     return _page(f"{result.assignment}: {result.student_id}", (
         f"<h1>{html.escape(result.assignment)}: {html.escape(result.student_id)}</h1>{DEADLINE_SLOT}"
@@ -238,8 +255,8 @@ def summary_html(results, policy=None, similarity=()):
         if not handed_in:
             continue
         parts.append(_histogram([r.score for r in handed_in], group[0].max_score, name))
-        names = [c.name for c in handed_in[0].checks]
-        failed = {check: [c for r in handed_in for c in r.checks if c.name == check and c.score < c.max_score]
+        names = [c.label for c in handed_in[0].checks]
+        failed = {check: [c for r in handed_in for c in r.checks if c.label == check and c.score < c.max_score]
                   for check in names}
         parts.append(_bars(names, [len(failed[n]) / len(handed_in) for n in names], name))
         rows = []

@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 
@@ -120,9 +120,9 @@ def runner_folder():
     return _RUNNER[0]
 
 
-def _bwrap(folder, uid, limits):
+def _bwrap(folder, uid, limits, files=()):
     """The bwrap command line that runs the runner files of `folder` (and their bytecode) with
-    nothing else around."""
+    nothing else around but `files`: (path, relative path) bound read-only in the notebook's folder."""
     prefix, venv = Path(sys.base_prefix), Path(sys.prefix)
     size = str(limits.disk_bytes)
     command = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
@@ -149,6 +149,10 @@ def _bwrap(folder, uid, limits):
     for file in RUNNER_FILES:
         command += ["--ro-bind", str(folder / file.name), f"/sandbox/{file.name}"]
     command += ["--ro-bind", str(folder / "__pycache__"), "/sandbox/__pycache__"]
+    for path, relative in files:  # an nbgrader assignment's data and images, read-only
+        for parent in reversed(PurePosixPath(relative).parents[:-1]):  # else made private (0700)
+            command += ["--perms", "0755", "--dir", f"/sandbox/{parent}"]
+        command += ["--ro-bind", str(path), f"/sandbox/{relative}"]
     command += ["--chdir", "/sandbox", "--clearenv",
                 "--setenv", "HOME", "/tmp", "--setenv", "PATH", f"{venv / 'bin'}:/usr/bin:/bin",
                 "--setenv", "OPENBLAS_NUM_THREADS", "1", "--setenv", "OMP_NUM_THREADS", "1",
@@ -169,10 +173,12 @@ def _bwrap(folder, uid, limits):
 class Sandbox:
     """One submission's notebook, running in its sandbox; `run()` then `call()`s."""
 
-    def __init__(self, cells, limits=Limits(), uid=61000, isolate=True, timeouts=Timeouts()):
+    def __init__(self, cells, limits=Limits(), uid=61000, isolate=True, timeouts=Timeouts(), files=()):
         """`isolate=False` runs the same runner without bubblewrap: only for our own code
-        (measuring the reference, or what the sandbox costs)."""
+        (measuring the reference, or what the sandbox costs). `files`: (path, relative path) of
+        files the notebook reads, bound read-only in its folder."""
         self.cells, self.limits, self.uid, self.isolate = cells, limits, uid, isolate
+        self.files = tuple(files)
         self.timeouts = timeouts
         self.events = []        # (status, reason) of every limit hit or crash
         self.stopped = {}       # function name -> why it is not called again (it ran out of time)
@@ -199,7 +205,7 @@ class Sandbox:
         if self.isolate:
             # run as a module, from its bytecode; without `site`, whose .pth files would import the
             # course's editable finder (our own code, unsandboxed, needs it): the packages' folders
-            command = _bwrap(runner, self.uid, self.limits) + [
+            command = _bwrap(runner, self.uid, self.limits, self.files) + [
                 python, "-E", "-s", "-S", "-B", "-m", "sandbox_runner", str(theirs.fileno()), *SITE_PACKAGES]
             self._folder = None  # its folders are its own, in memory
         else:
@@ -337,6 +343,7 @@ class Sandbox:
                 self._stop_calling(error["function"], where, seconds[cell_id])
             results.append({"id": cell_id, "stdout": _text(header.get("stdout")),
                             "stderr": _text(header.get("stderr")), "error": error,
+                            "result": _text(header["result"]) if isinstance(header.get("result"), str) else None,
                             "seconds": _number(header.get("seconds")),
                             "cpu_seconds": _number(header.get("cpu_seconds"))})
         header, _ = self._receive(self.limits.cell_seconds, "the notebook")

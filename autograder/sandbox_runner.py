@@ -11,6 +11,7 @@ to the grader over the socket FD with `wire` messages:
              "places": {id: where the cell is, in words}, "limits": {...}}
   runner -> {"op": "cell", "id": id, "stdout": text, "stderr": text,
              "error": {"ename", "evalue", "mro", "function"} or null,
+             "result": repr of the value the cell displayed (its last expression) or null,
              "seconds": s, "cpu_seconds": s}  (one per cell)
   runner -> {"op": "ran", "functions": [names of the callables the notebook defined],
              "started": t, "imported": t}  (time.monotonic() when it started and had imported)
@@ -117,6 +118,16 @@ class CappedOutput(io.TextIOBase):
 
 
 LIMIT = [0.0]  # CPU seconds of the cell or call running now
+SHOWN = [None]  # repr of the value the running cell displayed (nbgrader's partial credit reads it)
+
+
+def display(value):
+    """sys.displayhook: print a last expression's value, as Python does, and keep its repr."""
+    if value is None:
+        return
+    builtins._ = value
+    SHOWN[0] = repr(value)
+    sys.stdout.write(SHOWN[0] + "\n")
 
 
 def on_alarm(signum, frame):
@@ -187,6 +198,11 @@ def run_cell(source):
                 return error
             return None
     result = get_ipython().run_cell(source, store_history=False)
+    if result.result is not None:
+        try:
+            SHOWN[0] = repr(result.result)
+        except BaseException:  # a hostile __repr__: IPython showed nothing either
+            pass
     return result.error_before_exec or result.error_in_exec
 
 
@@ -221,6 +237,7 @@ def main(fd):
     stopped = {}  # function name -> its stand-in that raises TimeoutError
     errors = []
     builtins.input = no_input
+    sys.displayhook = display
     signal.signal(signal.SIGALRM, on_alarm)  # wall-clock time
     signal.signal(signal.SIGPROF, on_alarm)  # CPU time
     given = set(NOTEBOOK)
@@ -262,6 +279,7 @@ def main(fd):
     places = request.get("places", {})
     for cell_id, source in request["cells"]:
         started, cpu = time.monotonic(), time.process_time()
+        SHOWN[0] = None
         try:
             error, out, err = with_limits(lambda: run_cell(source),
                                           timeouts.get(cell_id, request["cell_timeout"]))
@@ -274,6 +292,7 @@ def main(fd):
             NOTEBOOK[name] = stand_in
         wire.send(writer, {"op": "cell", "id": cell_id, "stdout": out.text(), "stderr": err.text(),
                            "error": describe(error) if error is not None else None,
+                           "result": SHOWN[0] if isinstance(SHOWN[0], str) else None,
                            "seconds": time.monotonic() - started, "cpu_seconds": time.process_time() - cpu})
     given |= set(SHELL.user_ns_hidden) if SHELL else set()
     functions = sorted(name for name, value in NOTEBOOK.items()

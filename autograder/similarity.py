@@ -194,7 +194,7 @@ def boilerplate(name):
     """(lines, hashes) of the released notebook of `name`: its stripped lines of code and every
     K-gram hash of its code cells."""
     lines, hashes = set(), set()
-    for cell in assignments_.load(name).cells:
+    for cell in assignments_.released_cells(name):
         if cell.cell_type == "code":
             lines.update(line.strip() for line in cell.source.splitlines() if line.strip())
             hashes.update(kgram_hashes([text for text, _ in normalised_tokens(cell.source)]))

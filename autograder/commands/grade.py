@@ -18,7 +18,8 @@ DEFAULTS = Limits()
 def add(commands):
     parser = commands.add_parser("grade", help="grade a batch of submissions")
     parser.add_argument("submissions", type=Path, metavar="SUBMISSIONS",
-                        help="a folder <student_id>/<assignment>.ipynb, a .zip of one, or a "
+                        help="a folder <student_id>/<assignment>.ipynb, or nbgrader's submitted/ "
+                             "<student_id>/<assignment>/<notebook>.ipynb, a .zip of either, or a "
                              "learning-management system's export (see --lms-pattern)")
     parser.add_argument("--out", type=Path, required=True,
                         help="folder for the results (re-running into it grades only what changed)")

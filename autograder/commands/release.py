@@ -2,7 +2,7 @@
 
 from .. import release as releasing
 from .. import timing
-from ..course import assignments
+from ..course import assignments, current
 
 
 def add(commands):
@@ -17,6 +17,9 @@ def add(commands):
 
 
 def run(args, parser):
+    if current().nbgrader:
+        parser.error("`release` is for a course file's course; an nbgrader course is released with "
+                     "`nbgrader generate_assignment` and checked with `nbgrader validate`")
     unknown = sorted(set(args.assignments) - set(assignments()))
     if unknown:
         parser.error(f"not an assignment of this course: {', '.join(unknown)} "

@@ -18,7 +18,6 @@ an exercise once the assignments it gives have been graded.
 import re
 import shutil
 import sys
-import tomllib
 from pathlib import Path
 
 from .. import reference
@@ -33,13 +32,6 @@ def add(commands):
     parser.add_argument("dir", type=Path, metavar="DIR", help="the folder to write (new or empty)")
     parser.add_argument("assignments", nargs="*", metavar="NAME", help="the exercises to copy (default: all)")
     return parser
-
-
-def settings():
-    """(include patterns, readme, readme section) of the course file's [student_copy]."""
-    course = current()
-    table = tomllib.loads(course.file.read_text(encoding="utf-8")).get("student_copy", {})
-    return list(table.get("include", [])), table.get("readme", "README.md"), table.get("readme_section", "")
 
 
 def private_paths():
@@ -105,6 +97,8 @@ def leaks(folder):
 
 def run(args, parser):
     course = current()
+    if course.nbgrader:
+        parser.error("an nbgrader course has no released exercises or book to copy: release it with nbgrader")
     unknown = sorted(set(args.assignments) - set(assignments()))
     if unknown:
         parser.error(f"not an assignment of this course: {', '.join(unknown)}")
@@ -112,9 +106,9 @@ def run(args, parser):
         parser.error(f"{args.dir} exists and is not an empty folder")
     names = args.assignments or assignments()
     try:
-        patterns, readme, heading = settings()
-        files = included_files(patterns)
-        text = readme_section(course.root / readme, heading) if heading else None
+        files = included_files(course.student_copy_include)
+        heading = course.student_copy_readme_section
+        text = readme_section(course.student_copy_readme, heading) if heading else None
     except (OSError, ValueError) as error:
         parser.error(str(error))
     exercises = args.dir / course.exercises.relative_to(course.root)

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+from ..course import current
+
 
 def add(commands):
     parser = commands.add_parser(
@@ -17,6 +19,9 @@ def add(commands):
 
 
 def run(args, parser):
+    if current().nbgrader:
+        parser.error("`validate` is for a course file's course; an nbgrader course is released with "
+                     "`nbgrader generate_assignment` and checked with `nbgrader validate`")
     from ..validate import validate  # starts nothing until asked
     if not args.notebook.is_file():
         parser.error(f"{args.notebook} is not a file")
