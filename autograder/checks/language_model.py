@@ -12,14 +12,18 @@ is recomputed here and compared, and no other known mistake gives them);
 otherwise it shows what was expected and what came back.
 """
 
+import math
+import types
+
 import numpy as np
 
 from solutions import language_model as reference
 from solutions.training import init_transformer
-from solutions.transformer_decoder import greedy_decode
+from solutions.transformer_decoder import decoder_step, greedy_decode, init_decoder_cache
+from solutions.transformer_encoder import encoder
 
-from autograder.engine.checking import check, check_close, check_shape, close
-from autograder.engine.harness import call, compare, seeded
+from autograder.engine.checking import CheckFailed, check, check_close, check_shape, close
+from autograder.engine.harness import call, compare, quietly, seeded, students_own
 
 SEED = 19042751  # arXiv 1904.09751, Holtzman et al., "The curious case of neural text degeneration"
 
@@ -169,42 +173,117 @@ def _inverse_transform(p, u, decreasing=False):
     return np.take_along_axis(order, index[:, None], axis=-1)[:, 0]
 
 
+def _reference_with(function, **names):
+    """The reference ``function`` calling ``names`` (a student's own functions) where it calls the
+    reference's: what the reference gives beside the student's earlier tasks."""
+    return types.FunctionType(function.__code__, {**function.__globals__, **names}, function.__name__,
+                              function.__defaults__)
+
+
+SAMPLING_MISTAKES = {
+    "no-filters": "it draws from every token, but from those filter_logits(logits / temperature, top_k, top_p) "
+                  "keeps",
+    "decreasing": "it sums the probabilities in decreasing order, but the cumulative probability is summed in "
+                  "token-id order",
+    "multiplied": "it multiplies the logits by the temperature, but divides them",
+    "filter-first": "it filters before dividing by the temperature, but the filters apply to logits / temperature",
+}
+
+
+def _sampling_mistakes(logits, u, temperature, top_k, top_p, filter_logits=reference.filter_logits):
+    """[(the tokens one mistake of SAMPLING_MISTAKES alone draws with ``u``, what is wrong)], with
+    the filter ``filter_logits`` (the reference's, or the student's own: none where it fails)."""
+    def drawn(compute, decreasing=False):
+        p = quietly(compute)
+        if p is None or np.shape(p) != logits.shape:
+            return None
+        return _inverse_transform(np.asarray(p, dtype=float), u, decreasing)
+
+    def softmax_of(x):
+        return reference.softmax(np.asarray(x, dtype=float), axis=-1)
+    tokens = {
+        "no-filters": drawn(lambda: softmax_of(logits / temperature)),
+        "decreasing": drawn(lambda: softmax_of(filter_logits(logits / temperature, top_k, top_p)), True),
+        "multiplied": drawn(lambda: softmax_of(filter_logits(logits * temperature, top_k, top_p))),
+        "filter-first": drawn(lambda: softmax_of(np.asarray(filter_logits(logits, top_k, top_p), dtype=float)
+                                                 / temperature)),
+    }
+    return [(drawn_tokens, SAMPLING_MISTAKES[name]) for name, drawn_tokens in tokens.items()
+            if drawn_tokens is not None]
+
+
+def _sampling_cases(rng, V):
+    """(logits, temperature, top_k, top_p, seed, description). The last two: rows with one large
+    logit, whose nucleus keeps fewer tokens at temperature 1 than at 3 (more than at 0.5), with a
+    generator chosen so that each mistake of SAMPLING_MISTAKES draws other tokens than the task
+    and than each other (at 3), and so that filtering before dividing by the temperature does
+    (at 0.5)."""
+    noisy = rng.normal(scale=1.5, size=(5, V))
+    peaked = rng.normal(scale=0.5, size=(8, V))
+    peaked[np.arange(8), rng.integers(0, V, size=8)] += 3.0
+    cases = [(noisy, temperature, top_k, top_p, int(rng.integers(2 ** 32)), f"random logits (5, {V})")
+             for temperature, top_k, top_p in ((1.0, None, None), (0.6, None, None), (1.7, 3, None),
+                                               (3.0, None, 0.5), (0.4, None, 0.9), (1.3, V + 2, 1.0))]
+    for temperature, top_p, all_apart in ((3.0, 0.8, True), (0.5, 0.8, False)):
+        for _ in range(1000):
+            seed = int(rng.integers(2 ** 32))
+            drawn = [reference.sample_next(peaked, np.random.default_rng(seed), temperature, None, top_p)]
+            drawn += [tokens for tokens, _ in _sampling_mistakes(
+                peaked, np.random.default_rng(seed).random(len(peaked)), temperature, None, top_p)]
+            if all(not np.array_equal(a, b) for i, a in enumerate(drawn) for b in drawn[i + 1:]) \
+                    if all_apart else not np.array_equal(drawn[0], drawn[-1]):
+                break
+        cases.append((peaked, temperature, None, top_p, seed,
+                      f"logits (8, {V}) with one large logit per row"))
+    return cases
+
+
 def check_sample_next(sample_next):
     """Real generators, seeded: the grader sends them to the sandbox as the numbers of their state,
-    so the student's ``rng.random(B)`` draws exactly the ``u`` computed here."""
+    so the student's ``rng.random(B)`` draws exactly the ``u`` computed here. The tokens are right
+    when they are the reference's, or what the reference gives with the student's own
+    ``filter_logits`` (which loses its points in its own check); when that fails too, only
+    temperature 0, which filters nothing, is judged."""
     rng = seeded(SEED + 1)
-    V = int(rng.integers(6, 10))
-    noisy = rng.normal(scale=1.5, size=(5, V))
-    for temperature, top_k, top_p in ((1.0, None, None), (0.6, None, None), (1.7, 3, None),
-                                      (3.0, None, 0.5), (0.4, None, 0.9), (1.3, V + 2, 1.0)):
-        seed = int(rng.integers(2 ** 32))
-        on = (f"random logits (5, {V}) at temperature={temperature}, top_k={top_k}, top_p={top_p}, "
+    own_filter = students_own(sample_next, "filter_logits")
+    filters = [reference.filter_logits] + ([own_filter] if own_filter is not None else [])
+    wrong = []  # (no cause named, message) of each case whose tokens are wrong
+    for logits, temperature, top_k, top_p, seed, description in _sampling_cases(rng, int(rng.integers(6, 10))):
+        B = len(logits)
+        on = (f"{description} at temperature={temperature}, top_k={top_k}, top_p={top_p}, "
               f"rng = np.random.default_rng({seed})")
-        got = call(sample_next, noisy, np.random.default_rng(seed), temperature=temperature,
-                   top_k=top_k, top_p=top_p, on=on)
-        check(isinstance(got, np.ndarray) and got.shape == (len(noisy),)
-              and np.issubdtype(got.dtype, np.integer),
-              f"sample_next should return an int array of shape ({len(noisy)},) on {on}, got "
+        beside_own = [_reference_with(reference.sample_next, filter_logits=f) for f in filters[1:]]
+
+        def sampled(function):
+            return function(logits, np.random.default_rng(seed), temperature, top_k, top_p)
+        try:
+            got = call(sample_next, logits, np.random.default_rng(seed), temperature=temperature,
+                       top_k=top_k, top_p=top_p, on=on)
+        except CheckFailed:
+            if beside_own and quietly(lambda: sampled(beside_own[0])) is None:
+                continue  # the reference fails too beside this filter_logits, which loses its own points
+            raise
+        check(isinstance(got, np.ndarray) and got.shape == (B,) and np.issubdtype(got.dtype, np.integer),
+              f"sample_next should return an int array of shape ({B},) on {on}, got "
               f"{type(got).__name__} {getattr(got, 'dtype', '')} {getattr(got, 'shape', '')}.")
-        expected = reference.sample_next(noisy, np.random.default_rng(seed), temperature, top_k, top_p)
+        expected = sampled(reference.sample_next)
         if np.array_equal(got, expected):
             continue
-        u = np.random.default_rng(seed).random(len(noisy))
-        p = reference.softmax(reference.filter_logits(noisy / temperature, top_k, top_p), axis=-1)
-        variants = [
-            (_inverse_transform(p, u, decreasing=True), "it sums the probabilities in decreasing "
-             "order, but the cumulative probability is summed in token-id order"),
-            (_inverse_transform(reference.softmax(reference.filter_logits(
-                noisy * temperature, top_k, top_p), axis=-1), u),
-             "it multiplies the logits by the temperature, but divides them"),
-            (_inverse_transform(reference.softmax(reference.filter_logits(
-                noisy, top_k, top_p) / temperature, axis=-1), u),
-             "it filters before dividing by the temperature, but the filters apply to logits / temperature"),
-        ]
-        why = _only_cause(got, expected, variants)
-        check(False, f"sample_next gives the tokens {got.tolist()} instead of {expected.tolist()} on {on}, "
-                     f"whose one call rng.random(5) draws u = {np.round(u, 4).tolist()}"
-                     + (f": {why}." if why else "."))
+        right = [expected] + [mine for mine in (quietly(lambda f=f: sampled(f)) for f in beside_own)
+                              if mine is not None]
+        if any(np.array_equal(got, tokens) for tokens in right):
+            continue
+        u = np.random.default_rng(seed).random(B)
+        variants = [variant for f in filters
+                    for variant in _sampling_mistakes(logits, u, temperature, top_k, top_p, f)]
+        reasons = {why for tokens, why in variants if np.array_equal(got, tokens)
+                   and not any(np.array_equal(tokens, r) for r in right)}
+        why = reasons.pop() if len(reasons) == 1 else None
+        wrong.append((why is None, f"sample_next gives the tokens {got.tolist()} instead of "
+                                   f"{expected.tolist()} on {on}, whose one call rng.random({B}) draws "
+                                   f"u = {np.round(u, 4).tolist()}" + (f": {why}." if why else ".")))
+    # The first case whose tokens one mistake alone explains, else the first that is wrong.
+    check(not wrong, min(wrong, key=lambda case: case[0])[1] if wrong else "")
     # Temperature 0: the argmax, lowest id on ties, without drawing anything.
     logits = np.round(rng.normal(size=(4, 7)), 1)
     logits[0, [2, 5]] = logits[0].max() + 1.0
@@ -238,6 +317,15 @@ def _prefix_cache(params, prefix, num_heads):
     return cache
 
 
+def _scaled_queries(params, num_heads):
+    """``params`` with every query multiplied by √d_head: its attention scores are q·k, not divided
+    by √d_head."""
+    factor = math.sqrt(params["embedding"].shape[1] / num_heads)
+    layers = [{**block, "self_attn": {**block["self_attn"], "W_q": factor * block["self_attn"]["W_q"],
+                                      "b_q": factor * block["self_attn"]["b_q"]}} for block in params["layers"]]
+    return {**params, "layers": layers}
+
+
 def check_language_model_step(language_model_step):
     rng = seeded(SEED + 2)
     V, d, num_heads = int(rng.integers(9, 14)), 12, 3
@@ -256,7 +344,11 @@ def check_language_model_step(language_model_step):
         compare(logits, full[:, t], f"the logits on {on}",
                 lambda: [(reference.language_model_logits(tokens[:, t:t + 1], params, num_heads)[:, 0],
                           "they are the logits of the token alone at position 0: it uses neither the "
-                          "cache nor the position t")] if t else [],
+                          "cache nor the position t")] * (t > 0)
+                + [(reference.language_model_logits(tokens[:, :t + 1], _scaled_queries(params, num_heads),
+                                                    num_heads)[:, t],
+                    "the attention scores are not divided by √d_head: scaled_dot_product_attention divides "
+                    "them, d_head = d_model / num_heads")],
                 hint=f"they should equal language_model_logits of the whole prefix at position {t}")
         check(isinstance(new_cache, list) and len(new_cache) == 2,
               f"the new cache should be a list with one dict per block (2) on {on}.")
@@ -285,26 +377,88 @@ def _beam_model(rng, V=7):
     return params
 
 
+def beam_variant(src_tokens, params, num_heads, bos_id, eos_id, max_len, beam_size, length_penalty, mistake):
+    """``reference.beam_search`` (same ties, scores and padding) with one mistake: "live-slots",
+    finished hypotheses take no slot, so that each step keeps ``beam_size`` live ones; "one-live",
+    only the best live hypothesis goes on to the next step."""
+    E, best = params["embedding"], []
+    for row in src_tokens:
+        cache = init_decoder_cache(encoder(row[None], params, num_heads), params, num_heads)
+        live, live_log_p, finished = [[]], np.zeros(1), []
+        for _ in range(max_len):
+            output, cache = decoder_step(np.array([h[-1] if h else bos_id for h in live]), cache, params,
+                                         num_heads)
+            total = live_log_p[:, None] + reference.log_softmax(output @ E.T)     # (beam, V)
+            kept, origins, taken = [], [], 0
+            for flat in np.argsort(-total.ravel(), kind="stable"):
+                if taken == beam_size:
+                    break
+                origin, token = divmod(int(flat), E.shape[0])
+                hypothesis = live[origin] + [token]
+                if token == eos_id:
+                    finished.append((total.ravel()[flat] / reference.length_penalty_of(len(hypothesis),
+                                                                                       length_penalty),
+                                     hypothesis))
+                    taken += mistake != "live-slots"
+                else:
+                    kept.append(hypothesis)
+                    origins.append(origin)
+                    taken += 1
+            if mistake == "one-live":
+                kept, origins = kept[:1], origins[:1]
+            if not kept:
+                break
+            live, live_log_p = kept, total[origins, [h[-1] for h in kept]]
+            cache = [{key: value if key == "src_mask" else value[origins] for key, value in layer.items()}
+                     for layer in cache]
+        else:
+            finished += [(log_p / reference.length_penalty_of(len(h), length_penalty), h)
+                         for h, log_p in zip(live, live_log_p)]
+        best.append(max(finished, key=lambda item: item[0]))
+    tokens = np.full((len(best), max(len(h) for _, h in best)), eos_id)
+    for b, (_, hypothesis) in enumerate(best):
+        tokens[b, :len(hypothesis)] = hypothesis
+    return tokens, np.array([score for score, _ in best])
+
+
+BEAM_MISTAKES = {
+    "live-slots": "finished hypotheses take no slot in its beam, but the beam_size best extensions are kept, "
+                  "those ending with eos_id included (they leave the beam, which shrinks)",
+    "one-live": "only its best live hypothesis goes on to the next step, but every kept extension that does "
+                "not end with eos_id does",
+}
+
+
+def _rows_differ(a, b):
+    """The rows of two token arrays (B, L) and (B, L') that differ, each padded with EOS."""
+    width = max(a.shape[1], b.shape[1])
+    a, b = (np.pad(x, ((0, 0), (0, width - x.shape[1])), constant_values=EOS) for x in (a, b))
+    return [i for i in range(len(a)) if not np.array_equal(a[i], b[i])]
+
+
 def _beam_settings(rng):
     """(params, sources, max_len, beam_size, length_penalty, description). The model and the
     sources are drawn until the rows finish at different steps (some at max_len), the beam
-    beats greedy decoding on a row and the length penalty changes the answer of one."""
+    beats greedy decoding on a row, and the length penalty and keeping only the best live
+    hypothesis each change the answer of one; a second model and its sources, until a finished
+    hypothesis taking its slot in the beam changes the answer of a row (one row in about 25 at
+    beam_size=2, length_penalty=3)."""
     settings = []
-    for _ in range(40):
+    for _ in range(100):
         params = _beam_model(rng)
         pool = rng.integers(3, 7, size=(16, 4))
         plain = reference.beam_search(pool, params, 2, BOS, EOS, 6, 3, 0.0)[0]
         penalised = reference.beam_search(pool, params, 2, BOS, EOS, 6, 3, 1.0)[0]
         greedy = greedy_decode(pool, params, 2, BOS, EOS, 6)
         lengths = [int(np.argmax(row == EOS)) if (row == EOS).any() else 99 for row in penalised]
-        conditions = [[i for i in range(len(pool)) if plain.shape != penalised.shape
-                       or not np.array_equal(plain[i], penalised[i])],
-                      [i for i in range(len(pool)) if greedy.shape != penalised.shape
-                       or not np.array_equal(greedy[i], penalised[i])],
+        conditions = [_rows_differ(plain, penalised), _rows_differ(greedy, penalised),
                       [i for i in range(len(pool)) if lengths[i] < 99],
                       [i for i in range(len(pool)) if lengths[i] == 99]]
         if all(conditions):
-            break
+            conditions.append(_rows_differ(beam_variant(pool, params, 2, BOS, EOS, 6, 3, 1.0, "one-live")[0],
+                                           penalised))
+            if conditions[-1]:
+                break
     pick = []
     for rows in conditions:
         pick += [next((i for i in rows if i not in pick), rows[0] if rows else 0)]
@@ -315,6 +469,17 @@ def _beam_settings(rng):
     settings.append((params, sources, 6, 1, 0.0, "beam_size=1, length_penalty=0 (greedy)"))
     settings.append((params, sources[:2], 3, 7 ** 3, 0.6, "a beam as large as all sequences, max_len=3"))
     settings.append((params, sources[:2], 2, 2, 0.6, "max_len=2 (hypotheses cut off at max_len)"))
+    for _ in range(100):
+        slots_params = init_transformer(7, 8, 16, 1, seed=int(rng.integers(10 ** 6)))
+        slots_params["embedding"][EOS] *= 1.6
+        pool = rng.integers(3, 7, size=(16, 4))
+        rows = _rows_differ(beam_variant(pool, slots_params, 2, BOS, EOS, 4, 2, 3.0, "live-slots")[0],
+                            reference.beam_search(pool, slots_params, 2, BOS, EOS, 4, 2, 3.0)[0])
+        if rows:
+            break
+    same = [i for i in range(len(pool)) if i not in rows]
+    settings.append((slots_params, pool[rows[:1] + same[:1]], 4, 2, 3.0,   # one row the mistake changes
+                     "beam_size=2, length_penalty=3.0, max_len=4"))
     uniform = init_transformer(5, 8, 16, 1, seed=0)
     uniform["embedding"] = np.zeros((5, 8))            # every extension ties
     settings.append((uniform, np.array([[3, 4]]), 3, 3, 0.6,
@@ -359,12 +524,13 @@ def check_beam_search(beam_search):
         if tokens.shape != want_tokens.shape or not np.array_equal(tokens, want_tokens):
             row = next((b for b in range(len(sources)) if tokens.shape != want_tokens.shape
                         or not np.array_equal(tokens[b], want_tokens[b])), 0)
-            why = None
-            if alpha and tokens.shape[1:] == want_tokens.shape[1:]:
-                plain = reference.beam_search(sources, params, 2, BOS, EOS, max_len, beam_size, 0.0)[0]
-                if plain.shape == tokens.shape and np.array_equal(plain, tokens):
-                    why = ("its answers are those of length_penalty=0: the answer is the finished "
-                           "hypothesis of highest log P / ((5 + n) / 6) ** length_penalty")
+            variants = [(beam_variant(sources, params, 2, BOS, EOS, max_len, beam_size, alpha, mistake)[0], why)
+                        for mistake, why in BEAM_MISTAKES.items()]
+            if alpha:
+                variants.append((reference.beam_search(sources, params, 2, BOS, EOS, max_len, beam_size, 0.0)[0],
+                                 "its answers are those of length_penalty=0: the answer is the finished "
+                                 "hypothesis of highest log P / ((5 + n) / 6) ** length_penalty"))
+            why = _only_cause(tokens, want_tokens, variants)
             check(False, f"beam_search gives {np.asarray(tokens[row] if row < len(tokens) else tokens).tolist()} "
                          f"for source row {row} on {on}, but the beam search of the task gives "
                          f"{want_tokens[row].tolist()}" + (f": {why}." if why else "."))

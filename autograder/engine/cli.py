@@ -24,8 +24,9 @@ def main(argv=None, prog="python -m autograder.engine", default_course=None):
                              f"and source/) (default: {course.COURSE_FILE} of the current folder or "
                              "the nearest one above it)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    # each module is named after its command
-    parsers = {module.__name__.rpartition(".")[2]: (module, module.add(commands)) for module in COMMANDS}
+    # each module is named after its command (student_copy: student-copy)
+    parsers = {module.__name__.rpartition(".")[2].replace("_", "-"): (module, module.add(commands))
+               for module in COMMANDS}
     args = parser.parse_args(argv)
     if args.course is not None and not args.course.exists():
         parser.error(f"{args.course} does not exist")

@@ -69,6 +69,12 @@ SETTINGS = (
             field="chapter_url"),
     Setting("book.placeholder_baseurl", str, "", "html.baseurl as the template ships: grading warns "
             "while it is still this", field="placeholder_baseurl"),
+    Setting("student_copy.include", tuple, (), "what `student-copy` writes besides the exercises "
+            "(glob patterns): the class edition's sources", field="student_copy_include"),
+    Setting("student_copy.readme", str, "README.md", "the file whose section is a student copy's README",
+            path=True, field="student_copy_readme"),
+    Setting("student_copy.readme_section", str, "", "that section's heading (empty: no README)",
+            field="student_copy_readme_section"),
 )
 
 
@@ -88,6 +94,9 @@ class Course:
     book_config: Path = None    # the site's _config.yml (html.baseurl), or None
     chapter_url: str = ""       # "book/{slug}.html", relative to html.baseurl
     placeholder_baseurl: str = ""
+    student_copy_include: tuple = ()    # glob patterns, relative to root
+    student_copy_readme: Path = None
+    student_copy_readme_section: str = ""
     kind: str = "course"        # "course" (course.toml) or "nbgrader" (an nbgrader course folder)
 
     @property

@@ -1,6 +1,6 @@
 """Runs inside the sandbox: executes a student's notebook, then calls its functions.
 
-Started by `autograder.sandbox` as ``python -E -s -S -m sandbox_runner FD
+Started by `sandbox.py` as ``python -E -s -S -m sandbox_runner FD
 SITE_PACKAGES...`` in a folder holding only this file, `wire.py` and their
 bytecode (in the sandbox without `site`, whose .pth files would import the
 course's editable finder: the packages' folders are given instead). It talks

@@ -6,6 +6,15 @@ code because one copied, because both copied a third source, or because the
 task leaves one natural way to write it; the report shows the lines so that
 someone can tell.
 
+Each student is also compared with the course's reference code: the
+functions the assignment grades, as the reference packages hold them and the
+open edition of the book prints them (`reference`). Per student,
+the report gives the share of their fingerprints found in the reference and
+their closest source: the reference, or the student whose code holds the
+largest share of theirs that is not the reference's (the reference wins a tie). A class in which several
+students copied the book shows as a group whose closest source is the
+reference, not as pairs of students alike.
+
 What is compared is the code the grader kept in each result (`Result.code`:
 the student's answer cells and the cells they added, as graded), minus the
 released notebook's code (given cells, stubs, their docstrings and comments,
@@ -64,6 +73,8 @@ THRESHOLD = 0.4  # default: pairs at least this similar are shown side by side
 MAX_SHOWN = 200  # pairs shown side by side at most (the CSV has every pair)
 MAX_PLACES = 20  # places of one fingerprint in one student's code kept at most
 MAX_CHARACTERS = 100_000  # of a student's code compared at most (about 2000 lines, seconds of Pygments)
+SOURCE_COLUMNS = ["student", "closest_source", "reference_share", "closest_student", "closest_student_share"]
+REFERENCE = "the reference"  # the closest source of a student whose code is mostly the reference's
 CSV_COLUMNS = ["student_a", "student_b", "similarity", "share_a", "share_b", "shared_fingerprints",
                "fingerprints_a", "fingerprints_b", "lines_a", "lines_b"]
 _KEPT_NAMES = (tokens_.Name.Builtin, tokens_.Name.Exception, tokens_.Name.Decorator)
@@ -224,6 +235,40 @@ def fingerprint(student_id, cells, given):
 
 # -- the class ---------------------------------------------------------------------------
 
+@dataclass
+class Source:
+    """Where one student's code is found most: in the reference, or in another student's."""
+    student_id: str
+    reference_share: float  # of their fingerprints, the part found in the reference
+    closest_student: str    # the student whose code holds the largest part of theirs ("" if none)
+    student_share: float    # that part, without what is also in the reference
+
+    @property
+    def closest(self):
+        if not (self.reference_share or self.student_share):
+            return ""
+        return REFERENCE if self.reference_share >= self.student_share else self.closest_student
+
+
+def reference_code(course, name, given):
+    """The Code of the reference: the functions that assignment `name` of `course` grades, whole."""
+    from .reference import graded
+    return fingerprint(REFERENCE, [(f"{f.module}.{f.name}", f.source()) for f in graded(course, name)], given)
+
+
+def sources(codes, pairs, reference):
+    """The Source of each of `codes`, in their order."""
+    best, printed = {}, reference.fingerprints.keys()
+    for pair in pairs:
+        beyond = len(pair.shared - printed)  # what two who both copied the reference share is the reference's
+        for mine, other in ((pair.a, pair.b), (pair.b, pair.a)):
+            share = beyond / len(mine.fingerprints)
+            if share > best.get(mine.student_id, ("", 0.0))[1]:
+                best[mine.student_id] = (other.student_id, share)
+    return [Source(code.student_id, len(code.fingerprints.keys() & reference.fingerprints.keys())
+                   / len(code.fingerprints), *best.get(code.student_id, ("", 0.0))) for code in codes]
+
+
 def compare(codes):
     """Every pair of `codes` (students with fingerprints), most similar first."""
     codes = [code for code in codes if code.fingerprints]
@@ -236,7 +281,8 @@ def compare(codes):
 
 
 def run(course, out, name, threshold=THRESHOLD):
-    """Write OUT/similarity/<name>.html and .csv from the results in OUT; return (pairs, left out)
+    """Write OUT/similarity/<name>.html, .csv (pairs) and -sources.csv (each student's closest
+    source) from the results in OUT; return (pairs, left out)
     where `left out` is [(student, why)] of the students not compared."""
     out = Path(out)
     given = boilerplate(course, name)
@@ -258,9 +304,12 @@ def run(course, out, name, threshold=THRESHOLD):
         else:
             left_out.append((result.student_id, "no code of their own beyond the released notebook"))
     pairs = compare(codes)
+    found = sources(codes, pairs, reference_code(course, name, given))
     folder = out / "similarity"
     results.write_atomic(folder / f"{name}.csv", _csv(pairs))
-    results.write_atomic(folder / f"{name}.html", _html(name, pairs, left_out + notes, len(codes), threshold))
+    results.write_atomic(folder / f"{name}-sources.csv", _sources_csv(found))
+    results.write_atomic(folder / f"{name}.html",
+                         _html(name, pairs, left_out + notes, len(codes), threshold, found))
     results.write_reports(course, out)  # the summary links to the report
     return pairs, left_out
 
@@ -285,6 +334,27 @@ def _csv(pairs):
          _ranges(p.lines(p.b))] for p in pairs])
 
 
+def _sources_csv(found):
+    return report._csv(SOURCE_COLUMNS, [[f.student_id, f.closest, f"{f.reference_share:.3f}", f.closest_student,
+                                         f"{f.student_share:.3f}"] for f in found])
+
+
+def _sources_table(found):
+    e = html.escape
+    copied = sum(f.closest == REFERENCE for f in found)
+    rows = "".join(f"<tr><td>{e(f.student_id)}</td><td>{e(f.closest)}</td><td>{f.reference_share:.2f}</td>"
+                   f"<td>{e(f.closest_student)}</td><td>{f.student_share:.2f}</td></tr>"
+                   for f in sorted(found, key=lambda f: (-f.reference_share, f.student_id)))
+    return ("<h2>Closest source of each student</h2>"
+            f"<p>Each student's code is also compared with the course's reference code (the functions "
+            f"this assignment grades, as the open edition of the book prints them). <b>{copied} of "
+            f"{len(found)}</b> students have the reference as their closest source. A share is the part "
+            "of the student's fingerprints found in the reference, or found in the code of the student "
+            "most like them and not in the reference; the reference wins a tie. Every student is in <code>-sources.csv</code>.</p>"
+            "<table><tr><th>student</th><th>closest source</th><th>share in the reference</th>"
+            "<th>closest student</th><th>share in theirs</th></tr>" + rows + "</table>")
+
+
 def _listing(code, lines, marked=frozenset()):
     """The escaped lines of `code` with their numbers, `marked` ones highlighted."""
     rows = []
@@ -298,7 +368,7 @@ def _listing(code, lines, marked=frozenset()):
     return "<pre>" + "\n".join(rows) + "</pre>"
 
 
-def _html(name, pairs, left_out, compared, threshold):
+def _html(name, pairs, left_out, compared, threshold, found=()):
     shown = [p for p in pairs if p.similarity >= threshold][:MAX_SHOWN]
     e = html.escape
     ids = {}
@@ -320,6 +390,8 @@ def _html(name, pairs, left_out, compared, threshold):
     ]
     if pairs:
         parts.append(_distribution([p.similarity for p in pairs], threshold))
+    if found:
+        parts.append(_sources_table(found))
     parts.append(f"<h2>Pairs at least {threshold:g} similar ({len(shown)}"
                  + (f", the first {MAX_SHOWN}" if len(shown) == MAX_SHOWN else "") + ")</h2>"
                  f"<p>Every pair is in <code>{e(name)}.csv</code> beside this page.</p>")

@@ -10,11 +10,13 @@ comments and whitespace, expressions split in two, helper functions reordered.
 """
 
 import inspect
+import re
 import textwrap
 
 import nbformat
 
 from autograder.engine import assignment as assignments_
+from autograder.engine import reference
 from autograder.engine.results import Check, Result
 from tests.engine.grading import SLUG, implementations
 from tests.support import COURSE
@@ -322,3 +324,25 @@ def write_class(out, students):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(result(student, handed_in).to_json())
     return out
+
+
+def book_copies():
+    """Students who copied the open edition's listings (the reference's functions): {student:
+    (answers, cells of their own)}. "book-1" pasted them as printed, "book-2" renamed and
+    re-commented them, "book-3" did the same for two tasks and wrote the masks as author C."""
+    graded = reference.graded(COURSE, SLUG)
+    printed = {f.name: f.source() + "\n" for f in graded if not f.name.startswith("_")}
+    helpers = "\n\n".join(f.source() for f in graded if f.name.startswith("_"))
+
+    def disguise(source, names, comment):
+        for old, new in names:
+            source = re.sub(rf"\b{old}\b", new, source)
+        return re.sub(r"#.*", comment, source)
+
+    two = [("scores", "logits"), ("weights", "probs"), ("shifted", "centred"), ("lengths", "lens")]
+    three = [("scores", "s"), ("weights", "w"), ("exps", "numerators"), ("x", "values")]
+    book_2 = {task: disguise(source, two, "# see the paper") for task, source in printed.items()}
+    book_3 = {task: disguise(source, three, "") for task, source in printed.items() if "mask" not in task}
+    return {"book-1": (printed, [helpers]), "book-2": (book_2, [disguise(helpers, two, "")]),
+            "book-3": ({**book_3, "causal_mask": C["causal_mask"], "padding_mask": C["padding_mask"]},
+                       [disguise(helpers, three, "# checks")])}

@@ -14,7 +14,7 @@ from autograder.engine import course, similarity
 from autograder.engine.report import FORMULA_START
 from tests.support import COURSE
 from tests.engine.grading import SLUG, run_grader
-from tests.engine.planted_class import B, CLASS, COPIES, notebook, result, write_class
+from tests.engine.planted_class import B, CLASS, COPIES, book_copies, notebook, result, write_class
 
 
 @pytest.fixture(scope="module")
@@ -163,3 +163,22 @@ def test_the_command_writes_the_report_and_links_it_from_the_summary(planted):
                 ["similarity", out, "--assignment", SLUG, "--threshold", "2"]):
         finished = run_grader(*bad, timeout=120)
         assert finished.returncode == 2 and "error:" in finished.stderr, bad
+
+
+def test_students_who_copied_the_book_have_the_reference_as_closest_source(tmp_path):
+    """Three students copied the open edition's listings (one as printed, two disguised): each
+    one's closest source is the course's reference, in the HTML and the CSV; no honest author
+    (nor the copy of one) has the reference as closest source."""
+    students = {**CLASS, **book_copies()}
+    out = write_class(tmp_path, {student: notebook(answers, added) for student, (answers, added) in students.items()})
+    similarity.run(COURSE, out, SLUG)
+    with open(out / "similarity" / f"{SLUG}-sources.csv", newline="") as file:
+        rows = {row["student"]: row for row in csv.DictReader(file)}
+    assert rows.keys() == students.keys()
+    closest = {student: row["closest_source"] for student, row in rows.items()}
+    assert {s for s, source in closest.items() if source == similarity.REFERENCE} == set(book_copies()), closest
+    assert all(float(rows[s]["reference_share"]) >= 0.5 for s in book_copies())
+    assert max(float(rows[s]["reference_share"]) for s in CLASS) < min(
+        float(rows[s]["reference_share"]) for s in book_copies())
+    page = (out / "similarity" / f"{SLUG}.html").read_text()
+    assert "Closest source of each student" in page and f"<b>3 of {len(students)}</b>" in page

@@ -121,7 +121,10 @@ def correct_language_model_step(token, cache, params, num_heads, mistake=None):
             k = np.concatenate([layer_cache["k"], k_new], axis=2)
             v = np.concatenate([layer_cache["v"], v_new], axis=2)
         q = split_heads(n @ attn["W_q"] + attn["b_q"], num_heads)
-        context, _ = scaled_dot_product_attention(q, k, v)
+        if mistake == "unscaled-scores":  # softmax(q kᵀ) v, without the division by √d_head
+            context = softmax(q @ np.swapaxes(k, -1, -2), axis=-1) @ v
+        else:
+            context, _ = scaled_dot_product_attention(q, k, v)
         x = x + merge_heads(context) @ attn["W_o"] + attn["b_o"]
         if mistake == "post-ln":
             x = layer_norm(x, **block["norm1"])
@@ -167,7 +170,8 @@ def correct_beam_search(src_tokens, params, num_heads, bos_id, eos_id, max_len, 
             extensions.sort(key=lambda e: e[:3])
             beam = []
             for _, _, _, tokens, log_p, cache in extensions:
-                if len(beam) + sum(d[1][0] == step for d in done) == beam_size:
+                finished_now = 0 if mistake == "live-slots" else sum(d[1][0] == step for d in done)
+                if len(beam) + finished_now == beam_size:
                     break
                 if tokens[-1] == eos_id:
                     done.append((log_p / penalty(len(tokens)), (step, len(done)), tokens, log_p))
@@ -250,7 +254,7 @@ _WORDS = {
         "filter-first": "it filters before dividing by the temperature",
         "decreasing": "sums the probabilities in decreasing order",
         "tiny-temperature": "rng=None",
-        "no-filters": "instead of",
+        "no-filters": "it draws from every token",
     },
     "language_model_step": {
         "post-ln": "of the whole prefix at position",
@@ -261,6 +265,7 @@ _WORDS = {
         "no-scale": "of the whole prefix at position",
         "in-place": "modified its input",
         "cache-not-extended": "one position longer",
+        "unscaled-scores": "not divided by √d_head",
     },
     "beam_search": {
         "no-penalty": "those of length_penalty=0",
@@ -270,6 +275,7 @@ _WORDS = {
         "with-bos": "start with BOS",
         "pad-0": "padded with 0",
         "score-log-p": "log P without the length penalty",
+        "live-slots": "finished hypotheses take no slot in its beam",
     },
 }
 

@@ -1,0 +1,35 @@
+"""What the linear-attention checks do beyond the contract of test_hidden_checks.py."""
+
+import inspect
+import textwrap
+
+import pytest
+
+from autograder.engine.checking import CheckFailed
+from autograder.checks import linear_attention as checks
+from tests.course.implementations import linear_attention as students
+
+
+def notebook(elu_source):
+    """The student's functions as a notebook defines them: each default feature_map is their own elu."""
+    namespace = {}
+    exec("import numpy as np\n" + elu_source, namespace)
+    for name in ("linear_attention", "linear_attention_step", "chunked_linear_attention"):
+        exec(textwrap.dedent(inspect.getsource(students.CORRECT[name])), namespace)
+    return namespace
+
+
+ELUS = {"unimplemented": "def elu_feature_map(X):\n    raise NotImplementedError()\n",
+        "relu": "def elu_feature_map(X):\n    return np.maximum(X, 0)\n",
+        "float64": "def elu_feature_map(X):\n    X = np.asarray(X, dtype=np.float64)\n"
+                   "    return np.where(X > 0, X + 1, np.exp(np.minimum(X, 0)))\n"}
+
+
+@pytest.mark.parametrize("task", ["linear_attention", "linear_attention_step", "chunked_linear_attention"])
+def test_a_task_is_judged_with_the_students_own_feature_map(task):
+    """A right function that uses a wrong elu_feature_map keeps its points; when that feature map
+    does not run at all, the failure says so instead of blaming the function alone."""
+    for wrong in ("relu", "float64"):
+        getattr(checks, f"check_{task}")(notebook(ELUS[wrong])[task])
+    with pytest.raises(CheckFailed, match="Your elu_feature_map, which .* uses by default, does not work yet"):
+        getattr(checks, f"check_{task}")(notebook(ELUS["unimplemented"])[task])
