@@ -71,9 +71,9 @@ class Result:
 def save(out, result, page, pages=None):
     """Write the feedback page (and an nbgrader assignment's `pages`, {notebook: page}), then the
     result: a result on disk always has its pages."""
-    for notebook, page in (pages or {}).items():
+    for notebook, notebook_page in (pages or {}).items():
         write_atomic(out / "feedback" / NOTEBOOK_FEEDBACK.path(
-            student_id=result.student_id, assignment=result.assignment, notebook=notebook), page)
+            student_id=result.student_id, assignment=result.assignment, notebook=notebook), notebook_page)
     write_atomic(feedback_path(out, result.student_id, result.assignment), page)
     write_atomic(result_path(out, result.student_id, result.assignment), result.to_json())
 

@@ -38,7 +38,7 @@ def test_the_stored_calls_are_those_the_hidden_checks_make():
 
 
 def test_limits_are_factor_times_the_reference_within_floor_and_ceiling(monkeypatch):
-    monkeypatch.setattr(timing, "load", lambda name: {"cells": {"a": 0.001, "b": 0.1, "c": 10.0},
+    monkeypatch.setattr(timing, "load", lambda course, name: {"cells": {"a": 0.001, "b": 0.1, "c": 10.0},
                                                        "calls": {"f": 0.001, "g": 0.2}})
     cells = [("0", "a"), ("1", "b"), ("2", "c"), ("3", None)]
     derived = timing.timeouts(COURSE, SLUG, cells, Limits())
@@ -52,7 +52,7 @@ def test_limits_are_factor_times_the_reference_within_floor_and_ceiling(monkeypa
 
 
 def test_an_assignment_never_measured_gets_the_ceilings(monkeypatch):
-    monkeypatch.setattr(timing, "path", lambda name: COURSE.root / "no" / "timing.json")
+    monkeypatch.setattr(timing, "path", lambda course, name: COURSE.root / "no" / "timing.json")
     derived = timing.timeouts(COURSE, SLUG, [("0", "softmax"), ("1", None)], Limits(cell_seconds=9, call_seconds=4))
     assert derived.cells == {"0": 9, "1": 9} and derived.calls == {} and derived.call == 4
 

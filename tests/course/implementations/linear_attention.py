@@ -373,7 +373,7 @@ MISTAKES = {
 }
 
 # Mistakes also graded end to end, in tests/engine/test_grade.py (the one that forms the whole
-# (T, T) matrix is caught there by the visible memory check and by call_in_memory's second sandbox).
+# (T, T) matrix is caught there by call_in_memory's second sandbox; the visible memory check only prints a hint).
 GRADED_MISTAKES = ["elu-relu", "linear-whole-matrix", "delta-no-erase"]
 MISTAKES["delta-no-erase"] = (DELTA, delta_rule_no_erase, "check_delta_rule", "nothing is erased")
 
