@@ -25,6 +25,7 @@ MAX_STRING = 100_000
 MAX_ITEMS = 100_000  # values in one message, counted recursively
 MAX_DEPTH = 32
 ARRAY_KINDS = "biufc"  # bool, int, unsigned, float, complex: no objects, no strings
+UFUNCS = ("exp",)  # NumPy functions a check may pass as an argument (sent by name, nothing executed)
 
 _LENGTH = struct.Struct(">Q")
 
@@ -71,6 +72,8 @@ def encode(value):
             return {type(x).__name__: [walk(item, depth + 1) for item in x]}
         if isinstance(x, dict) and type(x) is dict and all(isinstance(k, str) for k in x):
             return {"dict": [[key[:MAX_STRING], walk(item, depth + 1)] for key, item in x.items()]}
+        if isinstance(x, np.ufunc) and x.__name__ in UFUNCS and getattr(np, x.__name__) is x:
+            return {"ufunc": x.__name__}
         if type(x) is np.random.Generator and type(x.bit_generator) is np.random.PCG64:
             state = x.bit_generator.state
             return {"generator": [str(state["state"]["state"]), str(state["state"]["inc"]),
@@ -117,6 +120,8 @@ def decode(tree, blobs):
             return pairs
         if tag == "generator":
             return _generator(body)
+        if tag == "ufunc" and body in UFUNCS:
+            return getattr(np, body)
         if tag == "unsupported" and isinstance(body, str):
             return Unsupported(body)
         raise WireError(f"unknown tag {tag!r}")

@@ -35,10 +35,15 @@ def rows_at_a_time(Q, K, V, causal=False, feature_map=elu_feature_map, eps=1e-6)
     return np.concatenate(outputs, axis=-2)
 
 
+def unfinished(X):
+    raise NotImplementedError()
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     folder = tmp_path_factory.mktemp("submissions")
     write(folder, "rows", submission(SLUG, {**students.CORRECT, "linear_attention": rows_at_a_time}), SLUG)
+    write(folder, "no-elu", submission(SLUG, {**students.CORRECT, "elu_feature_map": unfinished}), SLUG)
     out = tmp_path_factory.mktemp("out")
     process = run_grader("grade", folder, "--out", out, "--workers", 1)
     assert process.returncode == 0, process.stderr
@@ -51,3 +56,11 @@ def test_code_that_forms_no_square_array_is_not_told_it_does(graded):
     assert "as large as the (T, T) matrix" not in message
     assert "did not fit in 64 MiB of memory on T=16384" in message  # the hidden check, outside its reach
     assert grades["rows", SLUG]["score"] == "9"  # only the task's own points
+
+
+def test_an_unfinished_feature_map_costs_only_its_own_point(graded):
+    # the three tasks that use it by default are called with feature_map=np.exp and judged with it
+    grades, details = graded
+    lost = {check: row["message"] for check, row in details["no-elu", SLUG].items() if row["score"] != row["max_score"]}
+    assert list(lost) == ["test_elu_feature_map"], lost
+    assert grades["no-elu", SLUG]["score"] == "12"
