@@ -31,8 +31,8 @@ import numpy as np
 
 from solutions import linear_attention as reference
 
-from autograder.checking import CheckFailed, check, check_shape
-from autograder.harness import call, call_in_memory, compare, quietly, seeded, students_own
+from autograder.engine.checking import CheckFailed, check, check_shape
+from autograder.engine.harness import call, call_in_memory, compare, quietly, seeded, students_own
 from .efficient_attention import _unpack
 from .positional_encoding import _check_raises_value_error
 

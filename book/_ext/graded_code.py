@@ -2,7 +2,7 @@
 
 The chapters show the reference code with ``literalinclude :pyobject:``. When
 the object is a function that an exercise grades (the course's instructor
-notebooks say which: ``autograder.reference``), the listing keeps its
+notebooks say which: ``autograder.engine.reference``), the listing keeps its
 signature and docstring, and its body
 
 - in the open edition (``make book``) sits in a dropdown, "Try the exercise
@@ -45,12 +45,10 @@ POINTS = re.compile(r"\s*\([^()]*\bpoints?\b[^()]*\)\s*$")
 def graded_functions(app):
     """{(file, name): Graded} of every function that an exercise of the course grades."""
     if not hasattr(app, "graded_functions"):
-        from autograder import course, reference
-        course_file = Path(app.srcdir, course.COURSE_FILE)
-        if course_file.is_file() and os.environ.get(course.ENVIRONMENT) != str(course_file.resolve()):
-            course.use(course_file)
-        app.graded_functions = {(f.file, f.name): f for f in reference.all_graded()}
-        app.graded_lines = reference.distinctive_lines(list(app.graded_functions.values()))
+        from autograder.engine import course, reference
+        this = course.load(Path(app.srcdir, course.COURSE_FILE))  # the book's own course
+        app.graded_functions = {(f.file, f.name): f for f in reference.all_graded(this)}
+        app.graded_lines = reference.distinctive_lines(this, list(app.graded_functions.values()))
     return app.graded_functions
 
 
@@ -60,7 +58,7 @@ def task_words(function):
 
 def split_function(text):
     """(signature and docstring, body) of a function's listing."""
-    from autograder.reference import body_start
+    from autograder.engine.reference import body_start
     text = text.rstrip("\n")
     lines = text.splitlines()
     cut = body_start(ast.parse(textwrap.dedent(text)).body[0]) - 1
@@ -156,7 +154,7 @@ def check_no_graded_body(app, doctree):
     """In the class edition, a graded body that reaches a page is a warning (an error with -W)."""
     if app.config.course_edition != "class":
         return
-    from autograder.reference import leaked
+    from autograder.engine.reference import leaked
     graded_functions(app)
     for function, lines in leaked(doctree.astext(), app.graded_lines):
         logger.warning(f"the class edition must not print the body of {function.name} (graded in "

@@ -13,9 +13,10 @@ from types import SimpleNamespace
 import pytest
 from bs4 import BeautifulSoup
 
-from autograder import course, reference
+from autograder.engine import course, reference
+from tests.support import COURSE
 
-BUILD_EDITION = course.ROOT / "book" / "_ext" / "build_edition.py"
+BUILD_EDITION = COURSE.root / "book" / "_ext" / "build_edition.py"
 sys.path.insert(0, str(BUILD_EDITION.parent))
 import graded_code  # noqa: E402  (the book's extension)
 
@@ -24,7 +25,7 @@ import graded_code  # noqa: E402  (the book's extension)
 def class_site(site):
     """The class edition's build folder (…/_build/class), beside the open edition's."""
     build = site.parent / "class"
-    result = subprocess.run([sys.executable, BUILD_EDITION, str(course.ROOT), str(build), "-W", "-n", "--keep-going"],
+    result = subprocess.run([sys.executable, BUILD_EDITION, str(COURSE.root), str(build), "-W", "-n", "--keep-going"],
                             capture_output=True, text=True, timeout=900,
                             env={**__import__("os").environ, "COURSE_EDITION": "class"})
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
@@ -34,14 +35,14 @@ def class_site(site):
 
 @pytest.fixture(scope="session")
 def bodies():
-    return reference.distinctive_lines()
+    return reference.distinctive_lines(COURSE)
 
 
 def listed():
     """{chapter: the graded functions it lists with `literalinclude :pyobject:`}, for the chapters
     that list one."""
-    graded, found = reference.all_graded(), {}
-    for chapter in sorted((course.ROOT / "book").glob("*.md")):
+    graded, found = reference.all_graded(COURSE), {}
+    for chapter in sorted((COURSE.root / "book").glob("*.md")):
         names = set(re.findall(r"^:pyobject:\s*(\S+)", chapter.read_text(encoding="utf-8"), re.M))
         functions = {function for function in graded if function.name in names}
         if functions:
@@ -72,8 +73,8 @@ def leaks(folder, bodies):
     for download may hold those its given cells hand the student (student-copy says which)."""
     found = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and ".doctrees" not in p.parts):
-        exercise = path.suffix == ".ipynb" and "_downloads" in path.parts and path.stem in course.assignments()
-        given = set(reference.given(path.stem)) if exercise else set()
+        exercise = path.suffix == ".ipynb" and "_downloads" in path.parts and path.stem in course.assignments(COURSE)
+        given = set(reference.given(COURSE, path.stem)) if exercise else set()
         searched = {function: [squeezed(line) for line in lines] if path.suffix == ".pdf" else lines
                     for function, lines in bodies.items() if function not in given}
         names = {f"{function.module}.{function.name}" for function, _ in reference.leaked(text_of(path), searched)}
@@ -84,7 +85,7 @@ def leaks(folder, bodies):
 
 def test_the_class_edition_prints_no_graded_body(class_site, bodies):
     assert (class_site / "html" / "book" / "luong.html").is_file() and (class_site / "pdf").is_dir()
-    for name in course.assignments():  # the chapter's source and executed notebook, offered for download
+    for name in course.assignments(COURSE):  # the chapter's source and executed notebook, offered for download
         assert {f"{name}.md", f"{name}.ipynb"} <= {p.name for p in (class_site / "html" / "_sources" / "book").iterdir()}
     assert leaks(class_site, bodies) == {}
 
@@ -122,7 +123,7 @@ def test_each_graded_body_is_behind_try_the_exercise_first(site, class_site):
 
 def test_the_class_edition_launches_no_repository(class_site):
     """No launch menu, repository or Colab link to the repository that holds solutions/."""
-    config = course.ROOT / "_config.yml"
+    config = COURSE.root / "_config.yml"
     repository = re.search(r"^\s+url:\s*(\S+)", config.read_text(), re.M).group(1)
     for page in (class_site / "html" / "book").glob("*.html"):
         soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")

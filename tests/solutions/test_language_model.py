@@ -8,7 +8,8 @@ import itertools
 import numpy as np
 import pytest
 
-from autograder import course
+from autograder.engine import course
+from tests.support import COURSE
 
 from solutions.backpropagation import cross_entropy
 from solutions.language_model import (
@@ -322,7 +323,7 @@ def a_course(tmp_path):
     """A copy of the files the course model depends on: the code and the chapters' text."""
     for folder, pattern in (("solutions", "*.py"), ("book", "*.md")):
         (tmp_path / folder).mkdir()
-        for path in (course.ROOT / folder).glob(pattern):
+        for path in (COURSE.root / folder).glob(pattern):
             (tmp_path / folder / path.name).write_bytes(path.read_bytes())
     return tmp_path
 
@@ -332,7 +333,7 @@ def a_course(tmp_path):
 def test_the_key_changes_with_the_code_and_with_the_text_the_model_learns_from(tmp_path, changed):
     root = a_course(tmp_path)
     key = course_model_key(root)
-    assert course_model_key(root) == key == course_model_key(course.ROOT)
+    assert course_model_key(root) == key == course_model_key(COURSE.root)
     with open(root / changed, "a", encoding="utf-8") as file:
         file.write("\n")
     assert course_model_key(root) != key
