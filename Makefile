@@ -1,5 +1,6 @@
 # Two commands do everything on a fresh machine:
 #   make book   builds the website into _build/html
+#               (make class-book: the class edition, without the graded code)
 #   make test   runs every test
 # Both create the virtual environment .venv from requirements.txt when needed,
 # after installing the Debian packages the course needs.
@@ -25,11 +26,19 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 DEBIAN_PACKAGES += $(if $(shell command -v npm),,npm)
 AXE := tests/book/node_modules/axe-core/axe.min.js
 
-.PHONY: book test release clean debian-packages
+.PHONY: book class-book test release clean debian-packages
 
 book: $(VENV)/installed
 	jupyter-book build . --warningiserror --nitpick --keep-going
 	@echo "The website is in _build/html: open $(CURDIR)/_build/html/index.html"
+
+# The class edition (book/_ext/graded_code.py): the same chapters without the
+# bodies of the functions the exercises grade, into _build/class/html and
+# _build/class/pdf. It reads the executed chapters from the cache of `make book`
+# (_build/.jupyter_cache) and executes those that are missing or out of date.
+class-book: $(VENV)/installed
+	COURSE_EDITION=class python book/_ext/build_edition.py . _build/class --warningiserror --nitpick --keep-going
+	@echo "The class edition is in _build/class/html, its PDF in _build/class/pdf"
 
 # The second run executes the instructor notebooks (their solutions and hidden
 # tests) under nbval: one that no longer runs clean fails (outputs are not compared).

@@ -13,14 +13,15 @@ from nbgrader.converters.autograde import Autograde
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute
 
-from autograder.course import current
-from autograder.preprocessors import StderrIsNotFailure
+from autograder.engine import course
+from autograder.engine.preprocessors import StderrIsNotFailure
 
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
 
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
-c.CourseDirectory.course_id = current().id  # from the course file, course.toml
-# The reference's times (autograder/timing.py) are the grader's, not the students'.
+# from the course file: the one the engine names when it runs nbgrader, else course.toml above
+c.CourseDirectory.course_id = course.load(os.environ.get(course.ENVIRONMENT) or course.find()).id
+# The reference's times (the engine's timing.py) are the grader's, not the students'.
 c.CourseDirectory.ignore = [*CourseDirectory.class_traits()["ignore"].default(), "timing.json"]
 
 # What students see in place of a solution.
@@ -39,6 +40,6 @@ c.Autograde.autograde_preprocessors = autograde_steps
 # hidden tests' code or a traceback through them.
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
-    "autograder.preprocessors.HideHiddenTests",
+    "autograder.engine.preprocessors.HideHiddenTests",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]

@@ -1,7 +1,7 @@
 """Batches of honest submissions: what students who do not cheat hand in.
 
 Each submission is one of an assignment's honest variants: the correct
-implementations of `tests/autograder/implementations/<slug>.py`, the untouched
+implementations of `tests/course/implementations/<slug>.py`, the untouched
 exercise, or the correct ones with one of its GRADED_MISTAKES.
 """
 
@@ -10,7 +10,7 @@ import statistics
 from functools import cache
 from pathlib import Path
 
-from tests.autograder.grading import implementations, write
+from tests.engine.grading import implementations, write
 from tests.conftest import submission
 
 

@@ -41,10 +41,12 @@ if __package__ in (None, ""):  # run as a file: make the repository importable
 
 import nbformat  # noqa: E402
 
-from autograder import course  # noqa: E402
-from autograder.sandbox import Sandbox  # noqa: E402
+from autograder.engine import course  # noqa: E402
+from autograder.engine.sandbox import Sandbox  # noqa: E402
 from benchmarks import plain_nbgrader  # noqa: E402
 from benchmarks.batch import time_per_notebook, write_batch  # noqa: E402
+
+COURSE = course.load(Path(__file__).resolve().parent.parent / "course.toml")  # this course
 
 BEFORE = "7342131"  # the last commit whose sandbox runner imported IPython and `site` for every notebook
 
@@ -52,7 +54,7 @@ BEFORE = "7342131"  # the last commit whose sandbox runner imported IPython and 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.grading", description=__doc__.split("\n\n")[0])
     parser.add_argument("--students", type=int, default=40, help="students in the batch (default 40)")
-    parser.add_argument("--assignments", nargs="+", default=course.assignments(), metavar="NAME",
+    parser.add_argument("--assignments", nargs="+", default=course.assignments(COURSE), metavar="NAME",
                         help="assignments each student hands in (default: all)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                         help="workers of our command (default: the number of cores)")
@@ -63,10 +65,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if min(args.students, args.workers, args.sandbox_notebooks) < 1:
         parser.error("--students, --workers and --sandbox-notebooks must be at least 1")
-    unknown = sorted(set(args.assignments) - set(course.assignments()))
+    unknown = sorted(set(args.assignments) - set(course.assignments(COURSE)))
     if unknown:
-        parser.error(f"unknown assignments {unknown}; known: {course.assignments()}")
-    names = [name for name in course.assignments() if name in args.assignments]
+        parser.error(f"unknown assignments {unknown}; known: {course.assignments(COURSE)}")
+    names = [name for name in course.assignments(COURSE) if name in args.assignments]
 
     with tempfile.TemporaryDirectory(prefix="benchmark-") as tmp:
         tmp = Path(tmp)
@@ -77,11 +79,11 @@ def main(argv=None):
               f"({len(set(labels.values()))} variants: correct, unchanged, graded mistakes); "
               f"{os.cpu_count()} cores")
 
-        ours, ours_seconds = _grade("ours:  ", course.ROOT, batch, tmp / "out", args.workers, count)
+        ours, ours_seconds = _grade("ours:  ", COURSE.root, batch, tmp / "out", args.workers, count)
         if args.before != "none":
             tree = tmp / "before"
             tree.mkdir()
-            archive = subprocess.run(["git", "archive", args.before], cwd=course.ROOT, capture_output=True,
+            archive = subprocess.run(["git", "archive", args.before], cwd=COURSE.root, capture_output=True,
                                      check=True).stdout
             subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
             before, _ = _grade(f"before ({args.before}): ", tree, batch, tmp / "out-before", args.workers, count)
@@ -90,7 +92,7 @@ def main(argv=None):
                   + "".join(f"\n  {line}" for line in different))
 
         load = os.getloadavg()[0]
-        plain, plain_seconds = plain_nbgrader.autograde(batch, tmp / "course", names)
+        plain, plain_seconds = plain_nbgrader.autograde(COURSE, batch, tmp / "course", names)
         print(f"plain: nbgrader autograde, one call per assignment: {plain_seconds:.1f} s, "
               f"{count / plain_seconds:.2f} submissions/s ({_load(load)})")
         print(f"ratio: ours grades {plain_seconds / ours_seconds:.2f}x as many submissions per second "

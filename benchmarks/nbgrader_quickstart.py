@@ -11,7 +11,7 @@ stderr, deleting test cells); `autograde`
 grades a `submitted/` folder with stock `nbgrader autograde` and reads its
 gradebook.
 
-Used by tests/autograder/test_nbgrader_course.py (scores equal nbgrader's) and
+Used by tests/engine/test_nbgrader_course.py (scores equal nbgrader's) and
 by benchmarks/nbgrader_course.py (the time of both).
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell
 
-from autograder.course import nbgrader
+from autograder.engine.course import nbgrader
 
 ASSIGNMENT = "ps1"
 HIDDEN = ("\n### BEGIN HIDDEN TESTS\nassert squares(3) == [1, 4, 9]\n"
@@ -39,7 +39,7 @@ class NbgraderFailed(RuntimeError):
 
 
 def run(course_dir, *args, timeout=1800):
-    result = nbgrader(course_dir, *args, timeout=timeout)
+    result = nbgrader(None, course_dir, *args, timeout=timeout)
     if result.returncode != 0:
         raise NbgraderFailed(f"nbgrader {' '.join(args)} exited with {result.returncode}:\n{result.stderr[-3000:]}")
     return result

@@ -13,39 +13,39 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook
 
-from autograder.course import make_course_dir, nbgrader
+from autograder.engine.course import make_course_dir, nbgrader
 
 
 class NbgraderFailed(RuntimeError):
     """An nbgrader command exited with an error."""
 
 
-def autograde(batch, course_dir, names):
-    """Grade BATCH/<student>/<name>.ipynb for `names` with plain nbgrader in a new `course_dir`.
+def autograde(course, batch, course_dir, names):
+    """Grade BATCH/<student>/<name>.ipynb for `names` of `course` with plain nbgrader in a new `course_dir`.
 
     The course is laid out as an instructor's (sources, generate_assignment,
     submitted/<student>/<name>/<name>.ipynb), then ONE `nbgrader autograde NAME`
     per assignment grades every student. Returns ({(student, name): {grade_id:
     score}}, seconds spent in the autograde commands).
     """
-    batch, course = Path(batch), make_course_dir(course_dir, names)
+    batch, folder = Path(batch), make_course_dir(course, course_dir, names)
     for name in names:
-        _run(course, "generate_assignment", name, "--force")
+        _run(course, folder, "generate_assignment", name, "--force")
     handed_in = {}
     for path in sorted(batch.glob("*/*.ipynb")):
         student, name = path.parent.name, path.stem
         if name in names:
-            target = course / "submitted" / student / name / f"{name}.ipynb"
+            target = folder / "submitted" / student / name / f"{name}.ipynb"
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(path, target)
             handed_in.setdefault(name, []).append(student)
     started = time.perf_counter()
     for name in names:
         if handed_in.get(name):
-            _run(course, "autograde", name)
+            _run(course, folder, "autograde", name)
     seconds = time.perf_counter() - started
     scores = {}
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+    with Gradebook(f"sqlite:///{folder / 'gradebook.db'}") as gradebook:
         for name, students in handed_in.items():
             for student in students:
                 notebook = gradebook.find_submission_notebook(name, name, student)
@@ -53,8 +53,8 @@ def autograde(batch, course_dir, names):
     return scores, seconds
 
 
-def _run(course, *args):
-    result = nbgrader(course, *args)
+def _run(course, folder, *args):
+    result = nbgrader(course, folder, *args)
     if result.returncode != 0:
         raise NbgraderFailed(f"nbgrader {' '.join(args)} exited with {result.returncode}:\n{result.stderr}")
     return result

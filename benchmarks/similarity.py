@@ -7,7 +7,7 @@ keeps them (OUT/results/<student>/<assignment>.json with the student's own
 code; nothing is graded), then times the command's steps and the whole run
 (reports and the summary's link included) and prints the figures. Student k
 takes each answer from one of the planted class's students
-(tests/autograder/planted_class.py) and adds a cell of their own with three
+(tests/engine/planted_class.py) and adds a cell of their own with three
 of the tests' wrong implementations, as students keep experiments: the class
 has copies of every degree, as a real one might. The command runs in one
 process (one core).
@@ -27,9 +27,11 @@ if __package__ in (None, ""):  # run as a file: make the repository importable
 import inspect  # noqa: E402
 import textwrap  # noqa: E402
 
-from autograder import grade, similarity  # noqa: E402
-from tests.autograder.grading import SLUG, implementations  # noqa: E402
-from tests.autograder.planted_class import CLASS, notebook, write_class  # noqa: E402
+from autograder.engine import course, results, similarity  # noqa: E402
+from tests.engine.grading import SLUG, implementations  # noqa: E402
+from tests.engine.planted_class import CLASS, notebook, write_class  # noqa: E402
+
+COURSE = course.load(Path(__file__).resolve().parent.parent / "course.toml")  # this course
 
 
 def make_class(students, seed=0):
@@ -51,19 +53,19 @@ def main():
     with tempfile.TemporaryDirectory(prefix="similarity-") as folder:
         out = Path(folder)
         write_class(out, make_class(args.students))
-        grade.write_reports(out)  # the summary as `grade` leaves it
+        results.write_reports(COURSE, out)  # the summary as `grade` leaves it
 
         started = time.perf_counter()
-        given = similarity.boilerplate(SLUG)
-        results = [r for r in grade.load_results(out) if r.assignment == SLUG]
+        given = similarity.boilerplate(COURSE, SLUG)
+        graded = [r for r in results.load_results(COURSE, out) if r.assignment == SLUG]
         loaded = time.perf_counter()
-        codes = [similarity.fingerprint(r.student_id, r.code, given) for r in results]
+        codes = [similarity.fingerprint(r.student_id, r.code, given) for r in graded]
         fingerprinted = time.perf_counter()
         pairs = similarity.compare(codes)
         compared = time.perf_counter()
 
         begun = time.perf_counter()
-        pairs, left_out = similarity.run(out, SLUG)
+        pairs, left_out = similarity.run(COURSE, out, SLUG)
         total = time.perf_counter() - begun
 
         lines = [sum(header is None for header, _ in code.lines) for code in codes]

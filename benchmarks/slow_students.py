@@ -6,7 +6,7 @@ Grades the same class of honest `scaled_dot_product` submissions
 (benchmarks/batch.py) as it is, then with 1, 2 and 4 students whose
 `scaled_dot_product_attention` loops forever, then with 2 whose function
 sleeps for an hour, each batch into a fresh OUT with the default limits
-(which follow the reference's time: autograder/timing.py), and prints each
+(which follow the reference's time: autograder/engine/timing.py), and prints each
 wall time against the honest class's. Target: 5% looping students (2 of 40)
 cost at most 1.5x the honest time. Then it prints where the time of an
 honest notebook goes (medians): sandbox start (bubblewrap and the
@@ -25,10 +25,12 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autograder import course  # noqa: E402
+from autograder.engine import course  # noqa: E402
 from benchmarks.batch import time_per_notebook, write_batch  # noqa: E402
-from tests.autograder.grading import SLUG, implementations, write  # noqa: E402
+from tests.engine.grading import SLUG, implementations, write  # noqa: E402
 from tests.conftest import submission  # noqa: E402
+
+COURSE = course.load(Path(__file__).resolve().parent.parent / "course.toml")  # this course
 
 LOOPING = '''def scaled_dot_product_attention(Q, K, V, mask=None):
     while True:  # an honest bug: the loop's condition never changes
@@ -54,7 +56,7 @@ def stuck(source):
 def grade(batch, out, workers):
     started = time.perf_counter()
     process = subprocess.run([sys.executable, "-m", "autograder", "grade", str(batch), "--out", str(out),
-                              "--workers", str(workers)], cwd=course.ROOT, capture_output=True, text=True)
+                              "--workers", str(workers)], cwd=COURSE.root, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if process.returncode != 0:
         sys.exit(f"python -m autograder grade failed:\n{process.stderr}")

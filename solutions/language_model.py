@@ -8,7 +8,8 @@ Its gradients come from the backward functions of the backpropagation
 chapter, its training from ``adam_step``. Writing with it: the key/value
 cache, the filters of sampling (temperature, top-k, nucleus; Holtzman et al.
 2020), and beam search with the length penalty of Wu et al. (2016) for the
-encoder-decoder of the decoder chapter.
+encoder-decoder of the decoder chapter. And the chapter's own model, saved by
+``make book``: ``load_course_model()`` and ``write(prompt, ...)``.
 """
 
 import math
@@ -391,3 +392,163 @@ def bigram_bits_per_token(train_ids, test_ids, vocab_size, alpha=1.0):
     np.add.at(counts, (train_ids[:-1], train_ids[1:]), 1.0)
     log_p = np.log2(counts / counts.sum(axis=1, keepdims=True))
     return float(-log_p[test_ids[:-1], test_ids[1:]].mean())
+
+
+# -- the chapter's model, saved by the build and loaded in one line ------------------------
+
+# The standard-library modules of this part are imported where they are used: the
+# exercise notebooks' given cells copy this module's imports, and need none of them.
+
+def _course_path(*parts):
+    """A path in the course's folder (where ``solutions/`` is)."""
+    from pathlib import Path
+    return Path(__file__).resolve().parent.parent.joinpath(*parts)
+
+
+class CourseModel:
+    """The character model of the language-model chapter: ``params``, its vocabulary, its heads.
+
+    ``characters[i]`` is the character of token id ``i``; ``key`` names the
+    code and text it was trained on (``course_model_key``).
+    """
+
+    def __init__(self, params, characters, num_heads, key):
+        self.params, self.characters, self.num_heads, self.key = params, tuple(characters), num_heads, key
+
+    def encode(self, text):
+        """The token ids ``(len(text),)`` of ``text``; a ``ValueError`` names characters not in the vocabulary."""
+        index = {c: i for i, c in enumerate(self.characters)}
+        unknown = sorted(set(text) - set(index))
+        if unknown:
+            raise ValueError(f"the course model does not know the characters {unknown!r}")
+        return np.array([index[c] for c in text], dtype=int)
+
+    def decode(self, ids):
+        return "".join(self.characters[i] for i in np.asarray(ids).ravel())
+
+    def next_token_logits(self, prompt):
+        """The logits ``(V,)`` of the character that follows the text ``prompt`` (at least one character)."""
+        ids = self.encode(prompt)
+        if len(ids) == 0:
+            raise ValueError("the prompt must have at least one character")
+        return language_model_logits(ids[None], self.params, self.num_heads)[0, -1]
+
+
+def course_model_key(root=None):
+    """What the chapter's model depends on, hashed: the code of ``solutions/`` and the text it learns from.
+
+    The text is every chapter's source (``book/*.md``), the language-model
+    chapter among them, so its training settings are in the key too.
+    """
+    import hashlib
+    from pathlib import Path
+
+    digest = hashlib.sha256()
+    root = _course_path() if root is None else Path(root)
+    for path in sorted([*root.glob("solutions/*.py"), *root.glob("book/*.md")]):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _flatten(tree, prefix=""):
+    """``{"layers/0/ffn/W1": array, ...}`` of nested dicts and lists of arrays."""
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree)
+    flat = {}
+    for name, value in items:
+        path = f"{prefix}{name}"
+        if isinstance(value, (dict, list)):
+            flat.update(_flatten(value, path + "/"))
+        else:
+            flat[path] = np.asarray(value)
+    return flat
+
+
+def _unflatten(flat):
+    tree = {}
+    for path, value in flat.items():
+        *parents, leaf = path.split("/")
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+
+    def lists(node):  # {"0": …, "1": …} back to a list
+        if not isinstance(node, dict):
+            return node
+        node = {name: lists(child) for name, child in node.items()}
+        if node and all(name.isdigit() for name in node):
+            return [node[str(i)] for i in range(len(node))]
+        return node
+    return lists(tree)
+
+
+def save_course_model(params, characters, num_heads, directory=None, key=None):
+    """Save the chapter's model as ``course-model-<key>.npz`` in ``directory``; returns its path.
+
+    ``directory`` defaults to ``_build/course_model`` of the course and
+    ``key`` to ``course_model_key()``. The file holds the weights, the
+    vocabulary and the number of heads (a few hundred kB). Models saved
+    under other keys in that directory are removed: they were trained on
+    other code or text. The file is written whole or not at all.
+    """
+    import os
+    from pathlib import Path
+
+    directory = _course_path("_build", "course_model") if directory is None else Path(directory)
+    key = course_model_key() if key is None else key
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"course-model-{key}.npz"
+    partial = directory / f".{path.name}.{os.getpid()}.tmp"
+    with open(partial, "wb") as file:
+        np.savez_compressed(file, **{f"params/{name}": value for name, value in _flatten(params).items()},
+                            characters=np.array(list(characters)), num_heads=num_heads, key=key)
+    os.replace(partial, path)
+    for old in directory.glob("course-model-*.npz"):
+        if old != path:
+            old.unlink(missing_ok=True)
+    return path
+
+
+def load_course_model(directory=None, key=None):
+    """The model that the language-model chapter trained, as ``make book`` saved it: a ``CourseModel``.
+
+    It is found in ``directory`` (default ``_build/course_model``) under
+    ``key`` (default ``course_model_key()``: today's ``solutions/`` and
+    chapters). It is not trained here: when no model was saved for the
+    current code and text, a ``FileNotFoundError`` says to run ``make book``,
+    which executes the chapter again (it re-executes whenever that code or
+    text changes) and saves the model it trains.
+    """
+    from pathlib import Path
+
+    directory = _course_path("_build", "course_model") if directory is None else Path(directory)
+    key = course_model_key() if key is None else key
+    path = directory / f"course-model-{key}.npz"
+    if not path.is_file():
+        others = sorted(directory.glob("course-model-*.npz"))
+        why = ("a model was saved for other code or text of the course" if others
+               else "none has been saved")
+        raise FileNotFoundError(f"no course model for the current code and text in {directory} ({why}): "
+                                "run `make book`, which trains the language-model chapter's model and saves it")
+    with np.load(path) as saved:
+        params = _unflatten({name.removeprefix("params/"): saved[name]
+                             for name in saved.files if name.startswith("params/")})
+        return CourseModel(params, tuple(str(c) for c in saved["characters"]), int(saved["num_heads"]),
+                           str(saved["key"]))
+
+
+def write(prompt, max_new_tokens=200, temperature=1.0, top_k=None, top_p=None, seed=0, model=None):
+    """The text ``prompt`` followed by ``max_new_tokens`` characters written by the course model.
+
+    ``generate`` with the given sampling (``temperature=0`` is greedy;
+    ``top_k``, ``top_p`` as in ``filter_logits``) and
+    ``np.random.default_rng(seed)``: the same seed writes the same text.
+    ``model`` defaults to ``load_course_model()``.
+    """
+    model = load_course_model() if model is None else model
+    ids = model.encode(prompt)
+    if len(ids) == 0:
+        raise ValueError("the prompt must have at least one character")
+    tokens = generate(ids[None], model.params, model.num_heads, max_new_tokens, np.random.default_rng(seed),
+                      temperature, top_k, top_p)
+    return prompt + model.decode(tokens[0, len(ids):])

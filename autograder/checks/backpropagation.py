@@ -17,8 +17,8 @@ import numpy as np
 from solutions import backpropagation as reference
 from solutions.scaled_dot_product import causal_mask, masked_softmax, padding_mask, softmax
 
-from autograder.checking import check, check_shape, close
-from autograder.harness import blame, call, compare, quietly, seeded, students_own
+from autograder.engine.checking import check, check_shape, close
+from autograder.engine.harness import blame, call, compare, quietly, seeded, students_own
 
 SEED = 19861009  # Rumelhart, Hinton & Williams, "Learning representations by back-propagating errors", Nature, 9 October 1986
 NAN = "contains NaN or inf (an all-masked row has weight 0 everywhere: its gradient is 0)"

@@ -17,8 +17,8 @@ import numpy as np
 from solutions import bahdanau as reference
 from solutions.rnn_encoder_decoder import encode, gru_cell, rnn_cell
 
-from autograder.checking import check, check_close, check_shape, close
-from autograder.harness import call, check_weights, compare, diagnose, is_variant, seeded, students_own
+from autograder.engine.checking import check, check_close, check_shape, close
+from autograder.engine.harness import call, check_weights, compare, diagnose, is_variant, seeded, students_own
 from .rnn_encoder_decoder import cell_params
 
 SEED = 20140901  # "Neural machine translation by jointly learning to align and translate", arXiv v1

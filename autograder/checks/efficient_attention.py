@@ -38,8 +38,8 @@ from solutions import efficient_attention as reference
 from solutions.backpropagation import scaled_dot_product_attention_backward
 from solutions.scaled_dot_product import masked_softmax, padding_mask, scaled_dot_product_attention
 
-from autograder.checking import CheckFailed, check, check_close, check_shape, shown
-from autograder.harness import OutOfMemory, call, call_in_memory, compare, seeded
+from autograder.engine.checking import CheckFailed, check, check_close, check_shape, shown
+from autograder.engine.harness import OutOfMemory, call, call_in_memory, compare, seeded
 from .positional_encoding import _check_raises_value_error
 
 SEED = 20220527  # FlashAttention (Dao et al.) appeared on arXiv on 27 May 2022

@@ -22,8 +22,8 @@ from solutions.training import init_transformer
 from solutions.transformer_decoder import decoder_step, greedy_decode, init_decoder_cache
 from solutions.transformer_encoder import encoder
 
-from autograder.checking import CheckFailed, check, check_close, check_shape, close
-from autograder.harness import call, compare, quietly, seeded, students_own
+from autograder.engine.checking import CheckFailed, check, check_close, check_shape, close
+from autograder.engine.harness import call, compare, quietly, seeded, students_own
 
 SEED = 19042751  # arXiv 1904.09751, Holtzman et al., "The curious case of neural text degeneration"
 

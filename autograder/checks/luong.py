@@ -19,8 +19,8 @@ from solutions import luong as reference
 from solutions.rnn_encoder_decoder import sigmoid
 from solutions.scaled_dot_product import masked_softmax
 
-from autograder.checking import check, check_close, check_shape, close
-from autograder.harness import call, check_weights, compare, diagnose, seeded
+from autograder.engine.checking import check, check_close, check_shape, close
+from autograder.engine.harness import call, check_weights, compare, diagnose, seeded
 
 SEED = 150804025  # the paper's arXiv number, 1508.04025
 SCORES = ("dot", "general", "concat")

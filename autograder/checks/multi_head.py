@@ -17,8 +17,8 @@ import numpy as np
 from solutions import multi_head as reference
 from solutions.scaled_dot_product import causal_mask, padding_mask, scaled_dot_product_attention
 
-from autograder.checking import CheckFailed, check, check_close, check_shape, close
-from autograder.harness import call, seeded
+from autograder.engine.checking import CheckFailed, check, check_close, check_shape, close
+from autograder.engine.harness import call, seeded
 
 SEED = 20170612  # the day "Attention is all you need" appeared on arXiv
 _AS_GIVEN = ("the mask must broadcast against the scores (B, h, T_q, T_k) as it is given "

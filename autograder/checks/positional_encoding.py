@@ -19,8 +19,8 @@ import numpy as np
 
 from solutions import positional_encoding as reference
 
-from autograder.checking import CheckFailed, check, check_close, check_shape, close
-from autograder.harness import call, seeded
+from autograder.engine.checking import CheckFailed, check, check_close, check_shape, close
+from autograder.engine.harness import call, seeded
 
 SEED = 20210420  # the day RoFormer (Su et al.) appeared on arXiv
 

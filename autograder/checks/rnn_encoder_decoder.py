@@ -25,8 +25,8 @@ import numpy as np
 
 from solutions import rnn_encoder_decoder as reference
 
-from autograder.checking import CheckFailed, check, check_close, check_shape, close
-from autograder.harness import blame, call, diagnose, is_variant, quietly, seeded, students_own
+from autograder.engine.checking import CheckFailed, check, check_close, check_shape, close
+from autograder.engine.harness import blame, call, diagnose, is_variant, quietly, seeded, students_own
 
 SEED = 20140603  # Cho et al.'s "Learning phrase representations..." appeared on arXiv
 

@@ -14,8 +14,8 @@ import numpy as np
 from solutions import scaled_dot_product as reference
 from solutions.scaled_dot_product import masked_softmax
 
-from autograder.checking import check, check_close, check_shape, close
-from autograder.harness import call, check_weights, compare, diagnose, is_variant, quietly, seeded, students_own
+from autograder.engine.checking import check, check_close, check_shape, close
+from autograder.engine.harness import call, check_weights, compare, diagnose, is_variant, quietly, seeded, students_own
 
 SEED = 20170612  # the day "Attention is all you need" appeared on arXiv
 

@@ -14,8 +14,8 @@ import numpy as np
 
 from solutions import training as reference
 
-from autograder.checking import CheckFailed, check, close, named_cause
-from autograder.harness import blame, call, quietly, seeded, students_own
+from autograder.engine.checking import CheckFailed, check, close, named_cause
+from autograder.engine.harness import blame, call, quietly, seeded, students_own
 
 SEED = 14126980  # arXiv 1412.6980, Kingma & Ba, "Adam"
 

@@ -39,8 +39,8 @@ from solutions.positional_encoding import sinusoidal_encoding
 from solutions.scaled_dot_product import causal_mask, padding_mask
 from solutions.transformer_encoder import embed, encoder, layer_norm, position_wise_ffn
 
-from autograder.checking import CheckFailed, check, check_shape, close
-from autograder.harness import blame, call, compare, diagnose, quietly, seeded, students_own
+from autograder.engine.checking import CheckFailed, check, check_shape, close
+from autograder.engine.harness import blame, call, compare, diagnose, quietly, seeded, students_own
 from .rnn_encoder_decoder import check_greedy_contract, check_greedy_length
 
 SEED = 170603762  # arXiv 1706.03762, "Attention is all you need"

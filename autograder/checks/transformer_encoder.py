@@ -27,8 +27,8 @@ from solutions.multi_head import multi_head_attention
 from solutions.positional_encoding import sinusoidal_encoding
 from solutions.scaled_dot_product import causal_mask, padding_mask
 
-from autograder.checking import CheckFailed, check, check_shape, close
-from autograder.harness import broken_earlier, call, diagnose, quietly, seeded
+from autograder.engine.checking import CheckFailed, check, check_shape, close
+from autograder.engine.harness import broken_earlier, call, diagnose, quietly, seeded
 
 SEED = 20170612  # the day "Attention is all you need" appeared on arXiv
 

@@ -31,7 +31,7 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxRole
 
 logger = logging.getLogger(__name__)
-JUPYTER_BOOK = str(Path(sys.executable).parent / "jupyter-book")
+BUILD_EDITION = str(Path(__file__).parent / "build_edition.py")  # jupyter-book's build, into a folder
 LATEX_FILES = Path(__file__).parent / "latex"
 
 
@@ -140,9 +140,8 @@ def build_pdf(app, exception):
         shutil.copyfile(target, html / target.name)
         logger.info(f"PDF up to date: {target}")
         return
-    path_output = html.parent.parent  # jupyter-book builds into <path_output>/_build/html
-    command = [JUPYTER_BOOK, "build", str(app.srcdir), "--path-output", str(path_output),
-               "--builder", "pdflatex"]
+    # into <build>/latex beside <build>/html (either edition's: graded_code.py)
+    command = [sys.executable, BUILD_EDITION, str(app.srcdir), str(html.parent), "--builder", "pdflatex"]
     if app.warningiserror:
         command.append("--warningiserror")
     if app.config.nitpicky:

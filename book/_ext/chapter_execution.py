@@ -120,6 +120,12 @@ def fingerprint(files, root):
     return digest.hexdigest()
 
 
+def data_files(config, docname, srcdir):
+    """The files that chapter `docname` reads (``chapter_data_files``), sorted."""
+    patterns = config.chapter_data_files.get(docname, [])
+    return sorted({path.resolve() for pattern in patterns for path in srcdir.glob(pattern)})
+
+
 def read_notebook(env, docname):
     """(path, notebook) of a document, read as myst-nb reads it; the notebook
     is None when the document is not one."""
@@ -161,7 +167,7 @@ def execute_outdated_chapters(app, env, docnames):
         code = [cell.source for cell in notebook.cells if cell.cell_type == "code"] if notebook else []
         if not code:
             continue
-        files = local_imports(code, [path.parent, srcdir])
+        files = local_imports(code, [path.parent, srcdir]) + data_files(app.config, docname, srcdir)
         env.chapter_local_imports[docname] = [os.path.relpath(f, srcdir) for f in files]
         wanted = fingerprint(files, srcdir) + "," + fingerprint([FIGURE_CHECK], FIGURE_CHECK.parent)
         try:
@@ -226,6 +232,7 @@ def write_executed_notebook(app, doctree):
 
 
 def setup(app):
+    app.add_config_value("chapter_data_files", {}, "env", dict)
     app.connect("env-before-read-docs", execute_outdated_chapters)
     app.connect("source-read", note_local_imports)
     app.connect("doctree-read", write_executed_notebook)

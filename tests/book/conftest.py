@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 
-from autograder import course
+from autograder.engine import course
+from tests.support import COURSE
 
 JUPYTER_BOOK = str(Path(sys.executable).parent / "jupyter-book")
 BUILD = [JUPYTER_BOOK, "build", "--warningiserror", "--nitpick", "--keep-going"]  # as `make book`
@@ -21,14 +22,14 @@ CHROMIUM = "/usr/bin/chromium"  # Debian's package
 # these keep Chromium from reaching for the network or a GPU.
 CHROMIUM_FLAGS = ["--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync"]
-SCREENSHOTS = course.ROOT / "_build" / "screenshots"
+SCREENSHOTS = COURSE.root / "_build" / "screenshots"
 
 
 @pytest.fixture(scope="session")
 def site(tmp_path_factory):
     """The built website's folder (…/_build/html)."""
     out = tmp_path_factory.mktemp("site")
-    result = subprocess.run([*BUILD, str(course.ROOT), "--path-output", str(out)],
+    result = subprocess.run([*BUILD, str(COURSE.root), "--path-output", str(out)],
                             capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
     return out / "_build" / "html"

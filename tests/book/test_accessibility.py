@@ -11,11 +11,12 @@ import nbformat
 import pydata_sphinx_theme
 import pytest
 
-from autograder import course
+from autograder.engine import course
+from tests.support import COURSE
 from tests.book.test_browser import visit
 from tests.book.toc import pages
 
-AXE = course.ROOT / "tests" / "book" / "node_modules" / "axe-core" / "axe.min.js"
+AXE = COURSE.root / "tests" / "book" / "node_modules" / "axe-core" / "axe.min.js"
 WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 FAILING_IMPACTS = {"serious", "critical"}
 
@@ -108,7 +109,7 @@ FOCUSED = """() => {
 }"""
 
 
-@pytest.mark.parametrize("slug", course.assignments()[:1])
+@pytest.mark.parametrize("slug", course.assignments(COURSE)[:1])
 def test_keyboard_alone_reaches_and_downloads_the_exercise(slug, browser, site_url):
     """From the top of a chapter, Tab reaches the exercise button, every
     focused element is visibly marked, and Enter downloads the notebook."""
@@ -133,7 +134,7 @@ def test_keyboard_alone_reaches_and_downloads_the_exercise(slug, browser, site_u
         got = nbformat.read(download.value.path(), as_version=4)
     finally:
         page.close()
-    assert got == nbformat.read(course.EXERCISES / f"{slug}.ipynb", as_version=4)
+    assert got == nbformat.read(COURSE.exercises / f"{slug}.ipynb", as_version=4)
 
 
 CODE_CELL = re.compile(r"^```\{code-cell\}.*?$(.*?)^```$", re.S | re.M)
@@ -144,7 +145,7 @@ READABLE_MAPS = {"viridis", "cividis", "Greys", "RdBu_r"}
 
 
 def test_figures_use_colours_that_colour_blind_readers_tell_apart():
-    for chapter in sorted((course.ROOT / "book").glob("*.md")):
+    for chapter in sorted((COURSE.root / "book").glob("*.md")):
         text = chapter.read_text(encoding="utf-8")
         if "matplotlib" in text:
             assert 'plt.style.use("tableau-colorblind10")' in text, f"{chapter.name}: default colour cycle"
@@ -171,6 +172,6 @@ def test_the_overridden_theme_templates_differ_from_the_theme_only_there():
 
     for name, removed in REMOVED_FROM_THEME.items():
         theme = (components / name).read_text(encoding="utf-8")
-        ours = (course.ROOT / "book" / "_templates" / name).read_text(encoding="utf-8")
+        ours = (COURSE.root / "book" / "_templates" / name).read_text(encoding="utf-8")
         assert re.search(removed, theme), f"{name}: the theme no longer has what we remove"
         assert markup(ours) == markup(re.sub(removed, "", theme)), name

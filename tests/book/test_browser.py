@@ -11,7 +11,8 @@ from urllib.parse import unquote, urlsplit
 import nbformat
 import pytest
 
-from autograder import course
+from autograder.engine import course
+from tests.support import COURSE
 from tests.book.toc import pages
 
 # TeX left as text: \( \) \[ \] $$ or $...$ (MathJax replaces typeset math).
@@ -157,8 +158,8 @@ def test_page_as_a_reader_sees_it(name, browser, site, site_url, screenshots):
         assert tex_in_typeset_math(page) == [], f"typeset math of {name} shows TeX source"
         assert page.evaluate(BROKEN_IMAGES) == [], f"images of {name} do not load"
         assert unresolved_links(page.evaluate(LINKS), site, site_url) == [], f"broken links on {name}"
-        if name in course.assignments():
-            assert downloaded_exercise(page, name) == nbformat.read(course.EXERCISES / f"{name}.ipynb", as_version=4)
+        if name in course.assignments(COURSE):
+            assert downloaded_exercise(page, name) == nbformat.read(COURSE.exercises / f"{name}.ipynb", as_version=4)
     finally:
         page.close()
 

@@ -12,11 +12,12 @@ import nbformat
 import yaml
 from bs4 import BeautifulSoup
 
-from autograder import course
+from autograder.engine import course
+from tests.support import COURSE
 from tests.book.conftest import BUILD
 from tests.book.toc import numbered_chapters, pages
 
-CONFIG = yaml.safe_load((course.ROOT / "_config.yml").read_text())
+CONFIG = yaml.safe_load((COURSE.root / "_config.yml").read_text())
 
 
 def soup(site, name):
@@ -37,7 +38,7 @@ def test_chapters_are_numbered_in_the_order_of_the_toc(site):
 
 
 def test_each_exercise_is_downloadable_from_its_chapter(site):
-    for slug in course.assignments():
+    for slug in course.assignments(COURSE):
         page = (site / "book" / f"{slug}.html").read_text()
         downloads = list((site / "_downloads").glob(f"*/{slug}.ipynb"))
         assert len(downloads) == 1, f"{slug}.ipynb is not in the site's downloads"
@@ -50,7 +51,7 @@ def test_each_chapter_has_its_launch_menu_and_notebook_download(site):
     branch = CONFIG["repository"]["branch"]
     org_repo = repository.removeprefix("https://github.com/")
     launch = CONFIG["launch_buttons"]
-    for slug in course.assignments():
+    for slug in course.assignments(COURSE):
         links = [a["href"] for a in soup(site, slug).find_all("a", href=True)]
         binder = f"{launch['binderhub_url']}/v2/gh/{org_repo}/{branch}?urlpath=lab/tree/book/{slug}.md"
         assert binder in links, slug
@@ -93,7 +94,7 @@ def test_the_training_chapters_say_what_was_measured_and_what_the_papers_say(sit
 
 
 def test_figures_have_captions_alt_text_and_folded_code(site):
-    for slug in course.assignments():
+    for slug in course.assignments(COURSE):
         images = soup(site, slug).select("div.cell_output img")
         assert images, f"{slug} has no figure"
         for image in images:
@@ -119,13 +120,13 @@ def test_chapters_link_to_each_others_sections(site):
 
 def test_bibliography_lists_every_paper_with_a_doi_or_arxiv_id(site):
     entries = soup(site, "bibliography").select("div.citation")
-    keys = re.findall(r"^@\w+\{(\w+),", (course.ROOT / "book" / "references.bib").read_text(), re.M)
+    keys = re.findall(r"^@\w+\{(\w+),", (COURSE.root / "book" / "references.bib").read_text(), re.M)
     assert len(entries) == len(keys)
     text = " ".join(entry.get_text(" ", strip=True) for entry in entries)
     for author in ("Bahdanau", "Luong", "Vaswani", "Cho", "Sutskever", "Jianlin Su"):
         assert author in text, author
     # A technical report with neither (GPT, GPT-2) links to where its publisher keeps it.
-    reports = len(re.findall(r"^@techreport\{", (course.ROOT / "book" / "references.bib").read_text(), re.M))
+    reports = len(re.findall(r"^@techreport\{", (COURSE.root / "book" / "references.bib").read_text(), re.M))
     without = []
     for entry in entries:
         links = [a["href"] for a in entry.find_all("a", href=True)]
@@ -164,7 +165,7 @@ def test_pages_load_nothing_from_outside_the_site(site):
 def test_sphinx_link_check_passes(site):
     out = site.parent.parent  # the --path-output of the build, whose environment is reused
     linkcheck = ["--builder", "custom", "--custom-builder", "linkcheck"]  # into _build/linkcheck
-    result = subprocess.run([*BUILD, str(course.ROOT), "--path-output", str(out), *linkcheck],
+    result = subprocess.run([*BUILD, str(COURSE.root), "--path-output", str(out), *linkcheck],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
     links = [json.loads(line) for line in (out / "_build" / "linkcheck" / "output.json").read_text().splitlines()]
@@ -175,12 +176,12 @@ def mini_book(root, code, pdf=False):
     """A book of one chapter, `code` in one cell, with the course's configuration
     (without the PDF unless `pdf`: tests/book/test_pdf.py checks the course's)."""
     (root / "book").mkdir(parents=True)
-    config = yaml.safe_load((course.ROOT / "_config.yml").read_text())
+    config = yaml.safe_load((COURSE.root / "_config.yml").read_text())
     config["sphinx"]["config"]["book_pdf"] = pdf
     (root / "_config.yml").write_text(yaml.safe_dump(config))
-    shutil.copy(course.ROOT / "book" / "references.bib", root / "book" / "references.bib")
+    shutil.copy(COURSE.root / "book" / "references.bib", root / "book" / "references.bib")
     for folder in ("_ext", "_static", "_templates"):
-        shutil.copytree(course.ROOT / "book" / folder, root / "book" / folder)
+        shutil.copytree(COURSE.root / "book" / folder, root / "book" / folder)
     (root / "_toc.yml").write_text("format: jb-book\nroot: chapter\n")
     (root / "chapter.md").write_text(
         "---\njupytext:\n  text_representation:\n    format_name: myst\n"

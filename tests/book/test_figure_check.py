@@ -9,14 +9,14 @@ import matplotlib
 import numpy as np
 import pytest
 
-from autograder import course
+from tests.support import COURSE
 from tests.book.conftest import BUILD
 from tests.book.test_build import mini_book
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-sys.path.insert(0, str(course.ROOT / "book" / "_ext"))
+sys.path.insert(0, str(COURSE.root / "book" / "_ext"))
 import figure_check  # noqa: E402
 
 plt.rcParams.update({"figure.dpi": 110, "font.size": 10})

@@ -9,11 +9,11 @@ import sys
 import pytest
 from bs4 import BeautifulSoup
 
-from autograder import course
+from tests.support import COURSE
 from tests.book.test_browser import visit
 from tests.book.toc import pages
 
-sys.path.insert(0, str(course.ROOT / "book" / "_ext"))
+sys.path.insert(0, str(COURSE.root / "book" / "_ext"))
 import figure_check  # noqa: E402
 
 # What only the build needs: glued numbers, checks of the text's claims, saved files.

@@ -17,12 +17,13 @@ import pytest
 import yaml
 from bs4 import BeautifulSoup
 
-from autograder import course
+from autograder.engine import course
+from tests.support import COURSE
 from tests.book.conftest import BUILD
 from tests.book.test_build import mini_book
 from tests.book.toc import numbered_chapters, pages, title
 
-CONFIG = yaml.safe_load((course.ROOT / "_config.yml").read_text())
+CONFIG = yaml.safe_load((COURSE.root / "_config.yml").read_text())
 PDF_NAME = Path(CONFIG["latex"]["latex_documents"]["targetname"]).with_suffix(".pdf").name
 
 
@@ -151,7 +152,7 @@ def letters(text):
 def test_the_bibliography_lists_every_paper(pdf_pages, bookmarks):
     first, _ = chapter_pages(bookmarks)["bibliography"]
     bibliography = letters(" ".join(pdf_pages[first - 1:]))
-    titles = re.findall(r"^\s*title\s*=\s*[{\"](.+?)[}\"],?\s*$", (course.ROOT / "book" / "references.bib").read_text(),
+    titles = re.findall(r"^\s*title\s*=\s*[{\"](.+?)[}\"],?\s*$", (COURSE.root / "book" / "references.bib").read_text(),
                         re.M | re.I)
     assert titles
     for paper in titles:

@@ -5,26 +5,27 @@ from pathlib import Path
 
 import yaml
 
-from autograder import course
+from autograder.engine import course
+from tests.support import COURSE
 
 
 def pages():
     """Names of the toc's pages (book/<name>.md), the root first."""
-    toc = yaml.safe_load((course.ROOT / "_toc.yml").read_text())
+    toc = yaml.safe_load((COURSE.root / "_toc.yml").read_text())
     return [Path(toc["root"]).stem] + [Path(entry["file"]).stem
                                        for part in toc["parts"] for entry in part["chapters"]]
 
 
 def numbered_chapters():
     """Names of the chapters of the toc's numbered parts, in order."""
-    toc = yaml.safe_load((course.ROOT / "_toc.yml").read_text())
+    toc = yaml.safe_load((COURSE.root / "_toc.yml").read_text())
     return [Path(entry["file"]).stem for part in toc["parts"] if part.get("numbered")
             for entry in part["chapters"]]
 
 
 def title(name):
     """The title of page book/<name>.md: its first level-1 heading, after the front matter."""
-    text = (course.ROOT / "book" / f"{name}.md").read_text(encoding="utf-8")
+    text = (COURSE.root / "book" / f"{name}.md").read_text(encoding="utf-8")
     if text.startswith("---"):
         text = text.split("\n---", 1)[1]
     return re.search(r"^# (.+)$", text, re.M).group(1).strip()

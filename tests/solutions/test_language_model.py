@@ -8,6 +8,9 @@ import itertools
 import numpy as np
 import pytest
 
+from autograder.engine import course
+from tests.support import COURSE
+
 from solutions.backpropagation import cross_entropy
 from solutions.language_model import (
     beam_search, bigram_bits_per_token, filter_logits, generate, init_language_model,
@@ -308,3 +311,88 @@ def test_training_is_deterministic_and_lowers_the_loss():
                                  num_layers=1, num_heads=2, warmup_steps=5, seed=1)
     assert np.array_equal(params["embedding"], again["embedding"])
     assert losses[-1] < 0.5 * losses[0]
+
+
+# -- the chapter's model, saved and loaded ----------------------------------------------------
+
+from solutions.language_model import (  # noqa: E402
+    CourseModel, course_model_key, load_course_model, save_course_model, write)
+
+
+def a_course(tmp_path):
+    """A copy of the files the course model depends on: the code and the chapters' text."""
+    for folder, pattern in (("solutions", "*.py"), ("book", "*.md")):
+        (tmp_path / folder).mkdir()
+        for path in (COURSE.root / folder).glob(pattern):
+            (tmp_path / folder / path.name).write_bytes(path.read_bytes())
+    return tmp_path
+
+
+@pytest.mark.parametrize("changed", ["solutions/language_model.py", "solutions/training.py",
+                                     "book/language_model.md", "book/intro.md"])
+def test_the_key_changes_with_the_code_and_with_the_text_the_model_learns_from(tmp_path, changed):
+    root = a_course(tmp_path)
+    key = course_model_key(root)
+    assert course_model_key(root) == key == course_model_key(COURSE.root)
+    with open(root / changed, "a", encoding="utf-8") as file:
+        file.write("\n")
+    assert course_model_key(root) != key
+
+
+def test_a_saved_model_loads_with_its_weights_vocabulary_and_heads(tmp_path):
+    params = tiny_language_model(V=5)
+    characters = ["a", " ", "\n", "é", "$"]
+    path = save_course_model(params, characters, 2, tmp_path, key="k1")
+    model = load_course_model(tmp_path, key="k1")
+    assert path == tmp_path / "course-model-k1.npz" and isinstance(model, CourseModel)
+    assert model.characters == tuple(characters) and model.num_heads == 2 and model.key == "k1"
+    assert structure(model.params) == structure(params)
+    for (name, a), (_, b) in zip(leaves(model.params), leaves(params)):
+        assert np.array_equal(a, b), name
+    assert list(tmp_path.iterdir()) == [path]  # no temporary file left
+
+
+def test_saving_removes_the_models_of_other_keys_and_an_old_key_does_not_load(tmp_path):
+    save_course_model(tiny_language_model(V=5), "abcde", 2, tmp_path, key="old")
+    save_course_model(tiny_language_model(V=5, seed=1), "abcde", 2, tmp_path, key="new")
+    assert [p.name for p in tmp_path.iterdir()] == ["course-model-new.npz"]
+    with pytest.raises(FileNotFoundError, match="make book") as error:
+        load_course_model(tmp_path, key="old")
+    assert "other code or text" in str(error.value)
+
+
+def test_without_a_saved_model_the_error_says_to_run_make_book(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"run `make book`") as error:
+        load_course_model(tmp_path / "nothing")
+    assert "none has been saved" in str(error.value)
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(temperature=0.0), dict(temperature=0.7, top_k=3),
+                                    dict(top_p=0.8, seed=4)])
+def test_write_is_generate_on_the_saved_model_with_the_seed(tmp_path, kwargs):
+    characters = "ab cd\n$"
+    params = tiny_language_model(V=len(characters))
+    save_course_model(params, characters, 2, tmp_path, key="k")
+    model = load_course_model(tmp_path, key="k")
+    settings = dict(temperature=1.0, top_k=None, top_p=None) | {k: v for k, v in kwargs.items() if k != "seed"}
+    tokens = generate(np.array([[0, 2, 1]]), params, 2, 12, np.random.default_rng(kwargs.get("seed", 0)),
+                      **settings)
+    text = write("a b", 12, model=model, **kwargs)
+    assert text == "a b" + "".join(characters[t] for t in tokens[0, 3:])
+    assert write("a b", 12, model=model, **kwargs) == text  # the same seed, the same text
+
+
+def test_write_rejects_characters_the_model_does_not_know_and_an_empty_prompt(tmp_path):
+    save_course_model(tiny_language_model(V=5), "abcde", 2, tmp_path, key="k")
+    model = load_course_model(tmp_path, key="k")
+    with pytest.raises(ValueError, match="'z'"):
+        write("abz", 3, model=model)
+    with pytest.raises(ValueError, match="at least one character"):
+        write("", 3, model=model)
+
+
+def test_the_next_token_logits_are_the_models_last_position(tmp_path):
+    params = tiny_language_model(V=5)
+    save_course_model(params, "abcde", 2, tmp_path, key="k")
+    model = load_course_model(tmp_path, key="k")
+    assert np.allclose(model.next_token_logits("bad"), language_model_logits(np.array([[1, 0, 3]]), params, 2)[0, -1])

@@ -4,7 +4,8 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder import course
+from autograder.engine import course
+from tests.support import COURSE
 from solutions.multi_head import merge_heads, multi_head_attention, split_heads
 from solutions.scaled_dot_product import causal_mask, padding_mask, scaled_dot_product_attention
 
@@ -205,7 +206,7 @@ def test_impossible_shapes_raise_value_errors_that_name_them(call, words):
 # -- the exercise's given attention ----------------------------------------------
 
 def test_the_attention_given_in_the_exercise_matches_the_reference():
-    notebook = nbformat.read(course.SOURCE / "multi_head" / "multi_head.ipynb", as_version=4)
+    notebook = nbformat.read(COURSE.source / "multi_head" / "multi_head.ipynb", as_version=4)
     [cell] = [c for c in notebook.cells
               if c.metadata.get("nbgrader", {}).get("grade_id") == "given_attention"]
     assert cell.metadata["nbgrader"]["locked"] and "BEGIN SOLUTION" not in cell.source

@@ -4,7 +4,8 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder import course
+from autograder.engine import course
+from tests.support import COURSE
 from solutions.multi_head import multi_head_attention
 from solutions.positional_encoding import sinusoidal_encoding
 from solutions.scaled_dot_product import padding_mask
@@ -234,7 +235,7 @@ def test_encoder_rejects_a_mask_that_does_not_broadcast():
 # -- the exercise's given code is the reference's --------------------------------
 
 def test_the_exercise_gives_the_reference_functions():
-    notebook = nbformat.read(course.SOURCE / "transformer_encoder" / "transformer_encoder.ipynb",
+    notebook = nbformat.read(COURSE.source / "transformer_encoder" / "transformer_encoder.ipynb",
                              as_version=4)
     given = {c.metadata["nbgrader"]["grade_id"]: c.source for c in notebook.cells
              if c.metadata.get("nbgrader", {}).get("grade_id", "").startswith("given")}

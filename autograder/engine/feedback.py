@@ -1,0 +1,146 @@
+"""The student's pages: points and reasons per check, the notebook as it was graded, and what
+the deadline did (written after grading, from its results; `report` has their frame)."""
+
+import functools
+import html
+import re
+import urllib.parse
+
+from markdown_it import MarkdownIt
+from pygments import highlight
+from pygments.lexers import PythonLexer
+
+from . import deadlines, tasks
+from .assignment import grade_id
+from .messages import failure_message
+from .report import CODE, _page, _score, number
+
+
+def render(course, graded):
+    """(page, {notebook: page}) of one graded submission (a grade.Graded): the student's page, and
+    an nbgrader assignment's page per notebook."""
+    if graded.notebooks is not None:
+        pages = {name: feedback_html(course, page, cells, outputs)
+                 for name, (page, cells, outputs) in graded.notebooks.items()}
+        return notebooks_html(course, graded.result, list(pages)), pages
+    if graded.cells is None:
+        return not_graded_html(course, graded.result, graded.reason), {}
+    return feedback_html(course, graded.result, graded.cells, graded.outputs), {}
+
+
+# Where a feedback page says what the deadline did: filled in by `with_deadline` whenever the
+# reports are written (the policy may come after the page). Student text is escaped, so it
+# cannot contain these comments.
+DEADLINE_SLOT = "<!--deadline--><!--/deadline-->"
+_FILLED_SLOT = re.compile(r"<!--deadline-->.*?<!--/deadline-->", re.DOTALL)
+
+
+def with_deadline(page, result, policy):
+    """The feedback `page` of `result` saying when it was handed in and what lateness cost."""
+    note = ""
+    if policy is not None and result.status != "missing":
+        late = deadlines.assess(policy, result.student_id, result.submitted_at)
+        if late.submitted_at is None:
+            note = ("No time of handing in was recorded for this submission: your instructor "
+                    "will decide about lateness.")
+        elif late.late_days == 0:
+            note = f"Handed in {late.submitted_at.isoformat()}, on time (due {late.due.isoformat()})."
+        else:
+            note = (f"Handed in {late.submitted_at.isoformat()}, {deadlines.describe(late.late_by)} after the "
+                    f"deadline ({late.due.isoformat()}): {late.late_days} started day"
+                    f"{'s' * (late.late_days != 1)} late, {number(round(100 * (1 - late.factor), 6))} % off. "
+                    f"Your score: {number(_score(result, late))} / {number(result.max_score)}.")
+    note = f"<p class='note'>{html.escape(note)}</p>" if note else ""
+    return _FILLED_SLOT.sub(lambda _: f"<!--deadline-->{note}<!--/deadline-->", page, count=1)
+
+
+def _task(course, assignment, check, link=True):
+    """The task a check grades, by title, and a link to the chapter section that explains it."""
+    title = html.escape(tasks.titles(course, assignment).get(check, check))
+    url = tasks.section_url(course, assignment, check) if link else ""
+    return f"{title} (<a href='{html.escape(url)}'>read the chapter</a>)" if url else title
+
+
+def _checks_table(course, result):
+    rows = "".join(f"<tr><td>{_task(course, result.assignment, c.name, link=c.score < c.max_score)}"
+                   f"<br><small><code>{html.escape(c.label)}</code></small></td>"
+                   f"<td>{number(c.score)} / {number(c.max_score)}</td>"
+                   f"<td>{html.escape(c.message) or '✓'}</td></tr>" for c in result.checks)
+    return ("<table><tr><th>task</th><th>points</th><th>why points were lost</th></tr>"
+            f"{rows}</table>")
+
+
+def _notes(result):
+    if not result.notes:
+        return ""
+    items = "".join(f"<li>{html.escape(note)}</li>" for note in result.notes)
+    return f"<p class='note'>What happened while grading (status <b>{result.status}</b>):</p><ul>{items}</ul>"
+
+
+def feedback_html(course, result, cells, outputs):
+    """The student's page: points and reasons per check, then the notebook as it was graded.
+
+    `cells` are the graded notebook's cells (check cells as released: the
+    hidden checks were never in them), `outputs` the sandbox's output per cell.
+    """
+    # a student's HTML stays text, and no image is fetched from anywhere (the CSP forbids it too)
+    markdown = MarkdownIt("commonmark", {"html": False}).enable("table").disable("image")
+    scores = {c.name: c for c in result.checks}
+    parts = [f"<h1>{html.escape(result.assignment)}: {html.escape(result.student_id)}</h1>",
+             f"<h2>Your checks: {number(result.score)} / {number(result.max_score)}</h2>", DEADLINE_SLOT,
+             _checks_table(course, result), _notes(result), "<h2>Your notebook, as graded</h2>"]
+    for index, cell in enumerate(cells):
+        if cell.cell_type == "markdown":
+            parts.append(f"<div class='cell'>{markdown.render(cell.source)}</div>")
+            continue
+        check = scores.get(grade_id(cell))
+        kind = "" if check is None else (" check pass" if check.score == check.max_score else " check fail")
+        parts.append(f"<div class='cell{kind}'>{_highlighted(cell.source)}")
+        output = outputs.get(str(index)) or {}
+        if output.get("stdout"):
+            parts.append(f"<pre>{html.escape(output['stdout'])}</pre>")
+        if output.get("stderr"):
+            parts.append(f"<pre class='err'>{html.escape(output['stderr'])}</pre>")
+        if output.get("error"):
+            parts.append(f"<pre class='err'>{html.escape(failure_message(output['error']))}</pre>")
+        if check is not None:
+            task = _task(course, result.assignment, check.name) if check.score < check.max_score else ""
+            parts.append(f"<p><b>{number(check.score)} / {number(check.max_score)}</b> "
+                         f"{html.escape(check.message)} {task}</p>")
+        parts.append("</div>")
+    return _page(f"{result.assignment}: {result.student_id}", "".join(parts))
+
+
+def _highlighted(source):
+    """A cell's code as HTML; the course's cells, the same in every notebook, once per worker."""
+    return _highlighted_once(source) if len(source) <= 10_000 else highlight(source, PythonLexer(), CODE)
+
+
+@functools.lru_cache(maxsize=1024)
+def _highlighted_once(source):
+    return highlight(source, PythonLexer(), CODE)
+
+
+def notebooks_html(course, result, notebooks):
+    """The page of an nbgrader assignment: its points per check and a link to the page of each
+    of its `notebooks` (graded ones; the others are named in its notes)."""
+    links = "".join(
+        f"<li><a href='{html.escape(urllib.parse.quote(result.assignment, safe=''))}/"
+        f"{html.escape(urllib.parse.quote(name, safe=''))}.html'>{html.escape(name)}.ipynb</a>: "
+        f"{number(sum(c.score for c in result.checks if c.notebook in ('', name)))} / "
+        f"{number(sum(c.max_score for c in result.checks if c.notebook in ('', name)))}</li>"
+        for name in notebooks)
+    manual = sum(c.max_score for c in result.checks if c.manual)
+    return _page(f"{result.assignment}: {result.student_id}", (
+        f"<h1>{html.escape(result.assignment)}: {html.escape(result.student_id)}</h1>"
+        f"<h2>Autograded: {number(result.score)} / {number(result.max_score)}</h2>{DEADLINE_SLOT}"
+        + (f"<p>{number(manual)} of these points need manual grading: a person grades them.</p>" if manual else "")
+        + f"<ul>{links}</ul>" + _checks_table(course, result) + _notes(result)))
+
+
+def not_graded_html(course, result, reason):
+    return _page(f"{result.assignment}: {result.student_id}", (
+        f"<h1>{html.escape(result.assignment)}: {html.escape(result.student_id)}</h1>{DEADLINE_SLOT}"
+        f"<p>Your submission was not graded (<b>{html.escape(result.status)}</b>): "
+        f"{html.escape(reason)}.</p><p>Score: 0 / {number(result.max_score)}. Ask your instructor "
+        "if you believe this is a mistake.</p>" + _checks_table(course, result)))

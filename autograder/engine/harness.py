@@ -1,0 +1,326 @@
+"""Calling a student's function from a hidden check, and judging what it gave.
+
+Whatever the function does wrong (raises, warns, prints to stderr, modifies
+its input), the check ends in one `CheckFailed` sentence, never in a traceback
+that would show hidden test code in the feedback.
+
+Feedback never guesses: every value a check judges goes through ``compare``,
+the one loop "compare with the reference, try the student's variant, then the
+known mistakes". A known mistake is a pair (what the reference gives with that
+one step changed, what is wrong); it is named only when it alone reproduces the
+student's value; otherwise the message shows the expected and the actual values
+and a hint that says what is right, never why it is wrong. Properties (shapes,
+NaN, masked weights: ``check_weights``) are stated as facts.
+
+Memory is measured where the student's code cannot reach it: ``call_in_memory``
+runs a function under a hard cap on its process's address space, set before the
+student's code runs there, and fails the check when the call does not fit.
+Nothing the notebook measures or redefines (``tracemalloc``, a given
+``peak_memory``, NumPy) changes what it decides.
+"""
+
+import contextlib
+import contextvars
+import copy
+import io
+import os
+import resource
+import warnings
+
+import numpy as np
+
+from .checking import CheckFailed, check, check_close, close, named_cause
+
+# The grader passes a secret number per submission to the checks it runs
+# (`with secret(number): ...`), so that their inputs cannot be known, or
+# computed, in advance. Without one (a check run in a notebook, by plain
+# nbgrader or in the tests) the inputs are reproducible.
+_SECRET = contextvars.ContextVar("secret", default=None)
+
+
+@contextlib.contextmanager
+def secret(number):
+    """Run the checks of the `with` block on inputs drawn with the secret `number` (None: none)."""
+    token = _SECRET.set(number)
+    try:
+        yield
+    finally:
+        _SECRET.reset(token)
+
+
+def current_secret():
+    """The secret of the checks running now, or None."""
+    return _SECRET.get()
+
+
+def seeded(seed):
+    """The random generator of a check's inputs: ``seed`` mixed with the grader's secret."""
+    number = _SECRET.get()
+    return np.random.default_rng(seed if number is None else [seed, number])
+
+
+def call(function, *args, on, **kwargs):
+    """Return ``function(*args, **kwargs)``; ``on`` describes the input for messages.
+
+    Warnings and stderr are silenced while it runs: nbgrader scores a cell
+    zero when anything reaches stderr, and a correct function that warns
+    deserves its points. Arguments, parameter dicts included, must come back
+    unchanged.
+    """
+    name = getattr(function, "__name__", "your function")
+    snapshot = copy.deepcopy((args, kwargs))
+    with warnings.catch_warnings(), np.errstate(all="ignore"), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        try:
+            result = function(*args, **kwargs)
+        except NotImplementedError:
+            raise CheckFailed(f"{name} is not implemented yet (it raises NotImplementedError).") from None
+        except MemoryError:
+            if _MEMORY.get():
+                raise _OutOfMemory() from None
+            raise CheckFailed(f"{name} raised MemoryError on {on}.") from None
+        except Exception as error:  # any failure of student code is a failed check
+            raise CheckFailed(
+                f"{name} raised {type(error).__name__} ({error}) on {on}."
+            ) from None
+    if not _unchanged((args, kwargs), snapshot):
+        raise CheckFailed(f"{name} modified its input on {on}: compute new arrays instead "
+                          "of changing its arguments (or their parameters) in place.")
+    return result
+
+
+def call_in_memory(function, *args, on, limit_bytes, **kwargs):
+    """``call(function, *args, on=on, **kwargs)`` where the call has at most ``limit_bytes`` of
+    memory beyond its process's baseline; ``CheckFailed`` naming the function, the input and
+    the limit when it does not fit (MemoryError, or its process dies).
+
+    Where the function runs decides how, and the student's code can change neither:
+
+    - a sandbox proxy (``sandbox.StudentFunction``, under ``grade``) runs in a second sandbox
+      of the same submission (``Sandbox.in_memory``: same cells, time limits and deadline),
+      whose runner sets its hard address-space limit (RLIMIT_AS, which the student's user has
+      no capability to raise) at its own size after its imports plus ``limit_bytes``, before
+      the notebook's first cell. The cap is absolute for that process: whatever the notebook
+      holds counts, memory it reserved earlier and frees inside the call gains nothing, and
+      the call's inputs, decoded there, count too. That sandbox runs the notebook again when
+      a memory check first asks, and serves every memory check of the submission (one per
+      ``limit_bytes``);
+    - a plain function (plain nbgrader kernels, the tests) runs in a forked child that sets
+      the same hard limit, at its size after the fork plus ``limit_bytes``, and sends the
+      result back through a pipe as plain data (``wire``); its inputs were in memory before
+      the fork and do not count.
+
+    So choose ``limit_bytes`` to hold the call's inputs (twice: as received and as arrays)
+    and what a right answer allocates, with a margin, and far less than the array the check
+    forbids; and check the values returned too (a function may catch MemoryError and return
+    anything). Linux only (it reads /proc/self/status); the cost is one more run of the
+    notebook per submission, or one fork per call.
+    """
+    from .sandbox import SandboxStopped, StudentFunction  # the engine's sandbox, loaded when used
+
+    name = getattr(function, "__name__", "your function")
+    limit = f"{limit_bytes / 2 ** 20:.0f} MiB"
+    failed = OutOfMemory(f"{name} did not fit in {limit} of memory on {on}: it needs more memory "
+                         "at once than the task allows.")
+    if isinstance(function, StudentFunction):
+        try:
+            bounded = function.in_memory(limit_bytes)
+            with _memory_error_as(failed):
+                return call(bounded, *args, on=on, **kwargs)
+        except SandboxStopped as stop:
+            raise OutOfMemory(f"{name} could not be run within {limit} of memory on {on} "
+                              f"({stop.reason}).") from None
+    return _call_forked(function, args, kwargs, on, limit_bytes, failed)
+
+
+class OutOfMemory(CheckFailed):
+    """``call_in_memory``'s failure when the call does not fit: a check may catch it to say why
+    in its own words."""
+
+
+class _OutOfMemory(BaseException):
+    """A MemoryError of the student's function, carried past ``call``'s own handling."""
+
+
+@contextlib.contextmanager
+def _memory_error_as(failed):
+    """Turn a MemoryError of the function called inside (which ``call`` sees as _OutOfMemory)
+    into ``failed``."""
+    token = _MEMORY.set(True)
+    try:
+        yield
+    except _OutOfMemory:
+        raise failed from None
+    finally:
+        _MEMORY.reset(token)
+
+
+_MEMORY = contextvars.ContextVar("memory", default=False)  # inside call_in_memory: MemoryError fails it
+
+
+def _call_forked(function, args, kwargs, on, limit_bytes, failed):
+    """``call`` in a forked child whose address space is capped at its size plus ``limit_bytes``."""
+    from . import wire
+
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        status = 1
+        try:
+            os.close(reader)
+            size = _address_space()
+            resource.setrlimit(resource.RLIMIT_AS, (size + limit_bytes, size + limit_bytes))
+            try:
+                with _memory_error_as(failed):
+                    message = ("returned", call(function, *args, on=on, **kwargs))
+            except CheckFailed as failure:
+                message = ("out of memory" if isinstance(failure, OutOfMemory) else "failed", str(failure))
+            tree, blobs = wire.encode(message)
+            with os.fdopen(writer, "wb") as stream:
+                wire.send(stream, {"value": tree}, blobs)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as stream:
+        try:
+            received = wire.receive(stream)
+        except wire.WireError:
+            received = None
+    os.waitpid(pid, 0)
+    if received is None:  # it died, or ran out of memory while sending its answer
+        raise failed
+    header, blobs = received
+    kind, value = wire.decode(header["value"], blobs)
+    if kind in ("failed", "out of memory"):
+        raise (OutOfMemory if kind == "out of memory" else CheckFailed)(value)
+    return value
+
+
+def _address_space():
+    """This process's address space in bytes (VmSize), once BLAS has its work buffer: the first
+    matrix product reserves it (32 MiB), which must not count against the caller's limit."""
+    square = np.ones((300, 300))
+    square @ square.T
+    del square
+    with open("/proc/self/status") as status:
+        return int(next(line for line in status if line.startswith("VmSize:")).split()[1]) * 1024
+
+
+def _unchanged(value, snapshot):
+    """Whether `value` still equals its deep copy `snapshot` (arrays, dicts, lists, tuples)."""
+    if isinstance(value, np.ndarray):
+        return (isinstance(snapshot, np.ndarray) and value.shape == snapshot.shape
+                and np.array_equal(value, snapshot, equal_nan=value.dtype.kind in "fc"))
+    if isinstance(value, dict):
+        return (isinstance(snapshot, dict) and value.keys() == snapshot.keys()
+                and all(_unchanged(value[key], snapshot[key]) for key in value))
+    if isinstance(value, (list, tuple)):
+        return (type(value) is type(snapshot) and len(value) == len(snapshot)
+                and all(_unchanged(a, b) for a, b in zip(value, snapshot)))
+    return True  # numbers, strings, None: immutable
+
+
+def quietly(compute):
+    """``compute()``, or None when it raises; warnings and printing silenced.
+
+    For probing a student's function (did their earlier task work?), not for
+    grading it: use ``call`` for that.
+    """
+    with warnings.catch_warnings(), np.errstate(all="ignore"), \
+            contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        try:
+            return compute()
+        except Exception:  # a broken probe just means "not working"
+            return None
+
+
+def compare(actual, expected, name, mistakes=(), variant=None, hint=""):
+    """The loop of every hidden check: compare with the reference, try the student's variant,
+    then the known mistakes.
+
+    ``actual`` is right when it equals ``expected`` (the reference's value). Otherwise it
+    still passes when it equals ``variant()``, the reference computed with the student's
+    own earlier functions (those lose their points in their own checks). Otherwise the
+    check fails: with the mistake of ``mistakes`` (pairs (what that mistake alone gives,
+    what is wrong), or a function returning them) whose value ``actual`` equals, when
+    exactly one does; else with the expected values and ``actual``, and ``hint`` (a string,
+    or a function returning one), which says what is right and names no cause.
+    Returns True when ``actual`` equals ``expected``, False when only the variant.
+    """
+    if close(actual, expected):
+        return True
+    if is_variant(actual, variant, expected):
+        return False
+    check_close(actual, expected, name, hint() if callable(hint) else hint,
+                mistakes() if callable(mistakes) else mistakes)
+    return True  # equal after all (booleans compared exactly)
+
+
+def is_variant(actual, variant, expected=None):
+    """Whether ``actual`` equals ``variant()``, what the reference gives with the student's own
+    earlier functions, and that variant is finite wherever ``expected`` (the reference's value)
+    is: NaN never equals NaN, so a NaN answer is no variant of anything. False when ``variant``
+    is None or fails."""
+    own = None if variant is None else quietly(variant)
+    if own is None:
+        return False
+    try:
+        own = np.asarray(own, dtype=float)
+        finite = np.isfinite(own) if expected is None else np.isfinite(own)[np.isfinite(expected)]
+    except (TypeError, ValueError, IndexError):  # not numbers, or not of the expected shape
+        return False
+    return bool(np.all(finite)) and close(actual, own)
+
+
+def diagnose(actual, mistakes, where):
+    """Fail naming the mistake of ``mistakes`` (pairs (what it alone gives, what is wrong))
+    that gives ``actual``, when exactly one does; do nothing otherwise."""
+    cause = named_cause(actual, None, mistakes)
+    if cause is not None:
+        raise CheckFailed(f"{where}{cause}.", cause=cause)
+
+
+def check_weights(weights, allowed, name, keys="keys", row="a query", axis=-1):
+    """What every softmax over ``keys`` (along ``axis``) gives, whatever its scores: finite
+    weights, 0 where ``allowed`` (the mask broadcast to the weights' shape) is False, all 0
+    for ``row`` with no allowed key. Facts, not causes: shared by the checks,
+    which try the known mistakes before and compare the values after."""
+    empty = np.broadcast_to(~allowed.any(axis=axis, keepdims=True), allowed.shape)
+    check(np.all(np.isfinite(weights)),
+          f"{name} contain NaN or inf: "
+          + (f"{row} whose {keys} are all masked must get all-zero weights."
+             if empty.any() else "the softmax of finite scores, even of about 1e4, is finite."))
+    check(np.allclose(weights[empty], 0.0),
+          f"{name}: {row} whose {keys} are all masked must get all-zero weights; "
+          f"the largest is {np.max(np.abs(weights[empty]), initial=0):.3g}.")
+    check(np.allclose(weights[~allowed], 0.0),
+          f"{name}: masked {keys} must get weight 0, but some get up to "
+          f"{np.max(np.abs(weights[~allowed]), initial=0):.3g}.")
+
+
+def students_own(function, name):
+    """The student's function ``name`` defined beside ``function`` (in the notebook), or None."""
+    earlier = getattr(function, "__globals__", {}).get(name)
+    return earlier if callable(earlier) and earlier is not function else None
+
+
+def broken_earlier(function, names, works):
+    """The first of ``names`` whose student's version, beside ``function``, is wrong, or None.
+
+    ``works(name, student_function)`` is the chapter's probe of an earlier task.
+    """
+    for name in names:
+        earlier = students_own(function, name)
+        if earlier is not None and not works(name, earlier):
+            return name
+    return None
+
+
+def blame(function, names, works):
+    """" (your x is wrong ... fix x first)" naming a broken earlier task, or ""."""
+    name = broken_earlier(function, names, works)
+    own = getattr(function, "__name__", "your function")
+    return "" if name is None else f" (your {name} is wrong and {own} may be using it: fix {name} first)"

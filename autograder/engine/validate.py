@@ -1,0 +1,60 @@
+"""`python -m autograder validate NOTEBOOK [--assignment NAME]`: check a notebook before hand-in.
+
+The notebook runs as the grader runs it: fitted onto the released assignment
+(`assignment.fit`, which names deleted, duplicated, edited or renamed cells),
+then every cell once, in order, from a fresh process, in the same bubblewrap
+sandbox with the same limits. So a notebook that only worked because its
+cells were run out of order fails here too. Each check cell's visible checks
+give one line; the hidden checks are never run, and nothing of them is shown.
+"""
+
+
+from . import assignment as assignments_
+from . import tasks
+from .course import assignments
+from .grade import read_notebook, sandbox_for
+from .messages import failure_message
+from .sandbox import Limits, SandboxStopped, SandboxUnavailable, check_available
+
+
+def validate(course, path, name=None, limits=Limits()):
+    """(ok, lines): whether the notebook at `path` is gradable in `course` and passes every visible check,
+    and one line per problem and per check cell, for the student."""
+    name = name or path.stem
+    if name not in assignments(course):
+        return False, [f"{path.name}: not an assignment of this course; name it <assignment>.ipynb or "
+                       f"give --assignment, one of: {', '.join(assignments(course))}"]
+    try:
+        check_available()
+        notebook = read_notebook(path)
+    except (SandboxUnavailable, ValueError) as error:
+        return False, [f"not validated: {error}"]
+    spec = assignments_.load(course, name)
+    cells, problems = assignments_.fit(spec, notebook)
+    lines = [f"structure: {problem}" for problem in problems]
+    sandbox = sandbox_for(course, name, cells, limits)  # as the grader runs it, with its limits
+    try:
+        outputs = {output["id"]: output for output in sandbox.run()}
+    except SandboxStopped as stop:
+        return False, lines + [f"not gradable ({stop.status}): {stop.reason}"]
+    finally:
+        sandbox.close()
+    lines += [f"{status}: {reason}" for status, reason in sandbox.events]
+    passed = True
+    visible = {assignments_.grade_id(cell): outputs.get(str(i)) for i, cell in enumerate(cells)}
+    for test in spec.tests:
+        output = visible.get(test.grade_id)
+        title = tasks.titles(course, name).get(test.grade_id, test.grade_id)
+        if output is None:
+            verdict = "FAIL: the notebook stopped before this check ran"
+        elif output["error"] is not None:
+            verdict = f"FAIL: {failure_message(output['error'])}"
+        else:
+            verdict = "ok (visible checks; more checks run at grading)"
+        if not verdict.startswith("ok"):
+            passed = False
+            url = tasks.section_url(course, name, test.grade_id)
+            verdict += f" (the chapter explains it: {url})" if url else ""
+        lines.append(f"{title} [{test.grade_id}, {test.points:g} point{'s' * (test.points != 1)}]: {verdict}")
+    lines.append(assignments_.hidden_points_sentence(spec.hidden_points, spec.max_score))
+    return passed and not problems and not sandbox.events, lines

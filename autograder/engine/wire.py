@@ -1,0 +1,220 @@
+"""The messages between the grader and a sandboxed notebook: plain data only.
+
+A message is a JSON header followed by binary blobs, each frame preceded by
+its length. Values are None, booleans, numbers, strings, lists, tuples,
+dicts with string keys, NumPy arrays of numbers or booleans (sent as
+``.npy`` without pickle) and NumPy random generators of the default kind
+(PCG64, sent as the numbers of their state). Anything else travels as an `Unsupported` marker
+naming its type. Nothing received is unpickled or executed, and every size
+is capped, so a hostile sender can make a message fail to decode but never
+make the receiver run its code or run out of memory.
+
+This file is also copied into the sandbox, where the runner imports it: it
+must depend only on the standard library and NumPy.
+"""
+
+import io
+import json
+import math
+import struct
+
+import numpy as np
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+MAX_STRING = 100_000
+MAX_ITEMS = 100_000  # values in one message, counted recursively
+MAX_DEPTH = 32
+ARRAY_KINDS = "biufc"  # bool, int, unsigned, float, complex: no objects, no strings
+UFUNCS = ("exp",)  # NumPy functions a check may pass as an argument (sent by name, nothing executed)
+
+_LENGTH = struct.Struct(">Q")
+
+
+class WireError(Exception):
+    """A message that breaks the format or its limits."""
+
+
+class Unsupported:
+    """A value that is not plain data (a function, an object...), by its type name."""
+
+    def __init__(self, type_name):
+        self.type_name = str(type_name)[:200]
+
+    def __repr__(self):
+        return f"<a {self.type_name} object>"
+
+    def __eq__(self, other):
+        return isinstance(other, Unsupported) and other.type_name == self.type_name
+
+    __hash__ = None
+
+
+# -- values <-> (JSON tree, blobs) ---------------------------------------------
+
+def encode(value):
+    """(tree, blobs): `value` as JSON-able data plus its arrays (which `send` writes as .npy)."""
+    blobs = []
+
+    def walk(x, depth):
+        if depth > MAX_DEPTH:
+            return {"unsupported": "deeply nested value"}
+        if x is None or isinstance(x, (bool, str)):
+            return x[:MAX_STRING] if isinstance(x, str) else x
+        if isinstance(x, int):
+            return x if abs(x) < 2 ** 63 else float(x)
+        if isinstance(x, float):
+            return x if math.isfinite(x) else {"float": repr(x)}
+        if isinstance(x, np.generic) and x.dtype.kind in ARRAY_KINDS:
+            return {"scalar": _blob(np.asarray(x), blobs)}
+        if isinstance(x, np.ndarray) and x.dtype.kind in ARRAY_KINDS:
+            return {"ndarray": _blob(np.asarray(x), blobs)}  # a subclass travels as its data
+        if isinstance(x, (list, tuple)) and type(x) in (list, tuple):
+            return {type(x).__name__: [walk(item, depth + 1) for item in x]}
+        if isinstance(x, dict) and type(x) is dict and all(isinstance(k, str) for k in x):
+            return {"dict": [[key[:MAX_STRING], walk(item, depth + 1)] for key, item in x.items()]}
+        if isinstance(x, np.ufunc) and x.__name__ in UFUNCS and getattr(np, x.__name__) is x:
+            return {"ufunc": x.__name__}
+        if type(x) is np.random.Generator and type(x.bit_generator) is np.random.PCG64:
+            state = x.bit_generator.state
+            return {"generator": [str(state["state"]["state"]), str(state["state"]["inc"]),
+                                  int(state["has_uint32"]), int(state["uinteger"])]}
+        return {"unsupported": type(x).__name__}
+
+    return walk(value, 0), blobs
+
+
+def _blob(array, blobs):
+    blobs.append(np.ascontiguousarray(array))  # written as .npy by `send`, one at a time
+    return len(blobs) - 1
+
+
+def decode(tree, blobs):
+    """The value that `encode` turned into (tree, blobs); WireError when malformed."""
+    count = [0]
+
+    def walk(x, depth):
+        count[0] += 1
+        if count[0] > MAX_ITEMS or depth > MAX_DEPTH:
+            raise WireError("the value is too large or too deeply nested")
+        if x is None or isinstance(x, (bool, int, float)):
+            return x
+        if isinstance(x, str):
+            return x[:MAX_STRING]
+        if not (isinstance(x, dict) and len(x) == 1):
+            raise WireError(f"unexpected value {type(x).__name__}")
+        (tag, body), = x.items()
+        if tag == "float" and body in ("nan", "inf", "-inf"):
+            return float(body)
+        if tag in ("ndarray", "scalar"):
+            array = _array(blobs, body)
+            return array[()] if tag == "scalar" else array
+        if tag in ("list", "tuple") and isinstance(body, list):
+            items = [walk(item, depth + 1) for item in body]
+            return items if tag == "list" else tuple(items)
+        if tag == "dict" and isinstance(body, list):
+            pairs = {}
+            for pair in body:
+                if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
+                    raise WireError("malformed dict")
+                pairs[pair[0]] = walk(pair[1], depth + 1)
+            return pairs
+        if tag == "generator":
+            return _generator(body)
+        if tag == "ufunc" and body in UFUNCS:
+            return getattr(np, body)
+        if tag == "unsupported" and isinstance(body, str):
+            return Unsupported(body)
+        raise WireError(f"unknown tag {tag!r}")
+
+    return walk(tree, 0)
+
+
+def _generator(body):
+    """A PCG64 generator in the state `body` = [state, inc, has_uint32, uinteger] (decimal strings, ints)."""
+    if not (isinstance(body, list) and len(body) == 4
+            and all(isinstance(n, str) and n.isdigit() and len(n) <= 40 for n in body[:2])
+            and all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2 ** 32 for n in body[2:])):
+        raise WireError("malformed random generator")
+    generator = np.random.Generator(np.random.PCG64())
+    try:
+        generator.bit_generator.state = {
+            "bit_generator": "PCG64", "state": {"state": int(body[0]), "inc": int(body[1])},
+            "has_uint32": body[2], "uinteger": body[3]}
+    except (ValueError, TypeError, OverflowError) as error:
+        raise WireError(f"malformed random generator ({error})") from None
+    return generator
+
+
+def _array(blobs, index):
+    if not (isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(blobs)):
+        raise WireError("reference to a missing array")
+    try:
+        array = np.load(io.BytesIO(blobs[index]), allow_pickle=False)
+    except Exception as error:  # anything np.load rejects is a malformed message
+        raise WireError(f"not a plain .npy array ({error})") from None
+    if not isinstance(array, np.ndarray) or array.dtype.kind not in ARRAY_KINDS or array.ndim > 32:
+        raise WireError("an array that is not numbers or booleans")
+    return array
+
+
+# -- framing -------------------------------------------------------------------
+
+def send(stream, header, blobs=()):
+    """Write one message (a JSON-able dict and its blobs) to a binary stream."""
+    for frame in (json.dumps({**header, "blobs": len(blobs)}).encode(), *blobs):
+        if isinstance(frame, np.ndarray):  # an array of `encode`: its .npy bytes, made only now
+            buffer = io.BytesIO()
+            np.save(buffer, frame, allow_pickle=False)
+            frame = buffer.getbuffer()
+        stream.write(_LENGTH.pack(len(frame)))
+        stream.write(frame)  # frame by frame: no copy of the whole message in memory
+    stream.flush()
+
+
+def receive(stream, max_bytes=MAX_MESSAGE_BYTES):
+    """(header, blobs) of the next message, None at the end of the stream."""
+    budget = [max_bytes]
+
+    def frame():
+        prefix = _read_exactly(stream, _LENGTH.size)
+        if prefix is None:
+            return None
+        (length,) = _LENGTH.unpack(prefix)
+        budget[0] -= length
+        if budget[0] < 0:
+            raise WireError(f"a message larger than {max_bytes} bytes")
+        data = _read_exactly(stream, length)
+        if data is None:
+            raise WireError("the message was cut off")
+        return data
+
+    first = frame()
+    if first is None:
+        return None
+    try:
+        header = json.loads(first)
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python recurses
+        raise WireError("the header is not JSON") from None
+    count = header.get("blobs") if isinstance(header, dict) else None
+    if not (isinstance(count, int) and 0 <= count <= MAX_ITEMS):
+        raise WireError("the header is not a message")
+    blobs = []
+    for _ in range(count):
+        blob = frame()
+        if blob is None:
+            raise WireError("the message was cut off")
+        blobs.append(blob)
+    return header, blobs
+
+
+def _read_exactly(stream, size):
+    chunks, missing = [], size
+    while missing:
+        chunk = stream.read(missing)
+        if not chunk:
+            if missing == size:
+                return None
+            raise WireError("the message was cut off")
+        chunks.append(chunk)
+        missing -= len(chunk)
+    return b"".join(chunks)

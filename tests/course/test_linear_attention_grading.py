@@ -1,0 +1,66 @@
+"""The exercise on linear attention, graded as a class would hand it in: the memory decides points
+only where the student's code cannot reach it.
+
+Whether `linear_attention` forms a `(T, T)` array is decided by `harness.call_in_memory` (T = 16384
+under a hard cap, outside the notebook's process); the visible cell's `peak_memory` at T = 4096 is a
+hint that it prints, as in the exercise on attention at scale. It used to be a check, measured in
+the student's process (redefining `peak_memory` passed it), whose message said "it forms an array
+as large as the (T, T) matrix" of code that forms none: similarities 256 rows at a time, quadratic
+in time and 16.7 MiB at T = 4096, were blamed for a 128 MiB array. Such code still loses the task's
+points, in the hidden check, with a message that says what happened.
+"""
+
+import numpy as np
+import pytest
+
+from tests.engine.grading import details, grades, run_grader, write
+from tests.course.implementations import linear_attention as students
+from tests.course.implementations.linear_attention import elu_feature_map
+from tests.conftest import submission
+
+SLUG = "linear_attention"
+
+
+def rows_at_a_time(Q, K, V, causal=False, feature_map=elu_feature_map, eps=1e-6):
+    # every similarity, 256 query rows at a time: no (T, T) array, but (256, T) ones
+    fQ, fK = feature_map(Q), feature_map(K)
+    T_q, T_k = Q.shape[-2], K.shape[-2]
+    outputs = []
+    for i0 in range(0, T_q, 256):
+        A = fQ[..., i0:i0 + 256, :] @ np.swapaxes(fK, -1, -2)
+        if causal:
+            rows = T_k - T_q + np.arange(i0, min(i0 + 256, T_q))
+            A = np.where(rows[:, None] >= np.arange(T_k), A, 0.0)
+        outputs.append((A @ V) / (A.sum(axis=-1, keepdims=True) + eps))
+    return np.concatenate(outputs, axis=-2)
+
+
+def unfinished(X):
+    raise NotImplementedError()
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("submissions")
+    write(folder, "rows", submission(SLUG, {**students.CORRECT, "linear_attention": rows_at_a_time}), SLUG)
+    write(folder, "no-elu", submission(SLUG, {**students.CORRECT, "elu_feature_map": unfinished}), SLUG)
+    out = tmp_path_factory.mktemp("out")
+    process = run_grader("grade", folder, "--out", out, "--workers", 1)
+    assert process.returncode == 0, process.stderr
+    return grades(out), details(out)
+
+
+def test_code_that_forms_no_square_array_is_not_told_it_does(graded):
+    grades, details = graded
+    message = details["rows", SLUG]["test_linear_attention"]["message"]
+    assert "as large as the (T, T) matrix" not in message
+    assert "did not fit in 64 MiB of memory on T=16384" in message  # the hidden check, outside its reach
+    assert grades["rows", SLUG]["score"] == "9"  # only the task's own points
+
+
+def test_an_unfinished_feature_map_costs_only_its_own_point(graded):
+    # the three tasks that use it by default are called with feature_map=np.exp and judged with it
+    grades, details = graded
+    lost = {check: row["message"] for check, row in details["no-elu", SLUG].items() if row["score"] != row["max_score"]}
+    assert list(lost) == ["test_elu_feature_map"], lost
+    assert grades["no-elu", SLUG]["score"] == "12"

@@ -1,0 +1,98 @@
+"""`python -m autograder validate NOTEBOOK`: the student's check before hand-in."""
+
+import json
+
+import nbformat
+import pytest
+
+from autograder.engine import assignment, tasks
+from tests.support import COURSE
+from tests.engine.grading import SLUG, implementations, run_grader, write
+from tests.conftest import submission
+
+CORRECT = implementations(SLUG).CORRECT
+TESTS = [test.grade_id for test in assignment.load(COURSE, SLUG).tests]
+
+
+def validate(path, *options):
+    process = run_grader("validate", path, *options, timeout=300)
+    return process.returncode, process.stdout.strip().splitlines(), process.stderr
+
+
+def test_a_correct_notebook_is_ready(tmp_path):
+    code, lines, stderr = validate(write(tmp_path, "me", submission(SLUG, CORRECT)))
+    assert code == 0, (lines, stderr)
+    check_lines = [line for line in lines if "[test_" in line]
+    assert [line.split("[")[1].split(",")[0] for line in check_lines] == TESTS  # one line per check
+    assert all(": ok" in line for line in check_lines)
+    assert "A stable softmax [test_softmax, 2 points]: ok" in lines[0]
+    spec = assignment.load(COURSE, SLUG)  # what the visible checks cannot tell, computed for this assignment
+    assert lines[-2] == assignment.hidden_points_sentence(spec.hidden_points, spec.max_score)
+    assert f"({spec.max_score:g} points)" in lines[-2] or f"{spec.hidden_points:g} of the" in lines[-2]
+    assert lines[-1] == "ready to hand in"
+
+
+def test_the_released_notebook_is_not_ready(tmp_path):
+    code, lines, _ = validate(write(tmp_path, "me", submission(SLUG, {})))
+    assert code == 1
+    assert sum("FAIL: not implemented yet" in line for line in lines) == len(TESTS)
+
+
+def test_a_visible_mistake_fails_its_check_in_one_line(tmp_path):
+    task, wrong, _, _ = implementations(SLUG).MISTAKES["attention-unscaled"]
+    code, lines, _ = validate(write(tmp_path, "me", submission(SLUG, {**CORRECT, task: wrong})))
+    assert code == 1
+    failed = [line for line in lines if "FAIL" in line]
+    assert failed[0].startswith("Scaled dot-product attention [test_attention, 3 points]")
+    assert "√d_k" in failed[0] and "Traceback" not in "\n".join(lines)
+    assert failed[0].endswith(f"(the chapter explains it: {tasks.section_url(COURSE, SLUG, 'test_attention')})")
+
+
+def test_a_notebook_that_only_worked_out_of_order_fails(tmp_path):
+    notebook = submission(SLUG, {**CORRECT})
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in notebook.cells]
+    # softmax uses a helper that the student defined in a cell *below* it: it ran
+    # in their session, it does not in a fresh run in order
+    notebook.cells[ids.index("softmax")].source = (
+        "def softmax(x, axis=-1):\n    return my_softmax(x, axis)\n\nsoftmax(np.ones(3))")
+    notebook.cells.append(nbformat.v4.new_code_cell(
+        "def my_softmax(x, axis=-1):\n    e = np.exp(x - x.max(axis=axis, keepdims=True))\n"
+        "    return e / e.sum(axis=axis, keepdims=True)"))
+    code, lines, _ = validate(write(tmp_path, "me", notebook))
+    assert code == 1
+    assert any("test_softmax" in line and "FAIL" in line for line in lines)
+
+
+def test_structure_problems_are_named(tmp_path):
+    notebook = submission(SLUG, CORRECT)
+    notebook.cells = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_attention"]
+    code, lines, _ = validate(write(tmp_path, "me", notebook))
+    assert code == 1
+    assert any(line.startswith("structure:") and "test_attention" in line for line in lines)
+
+
+def test_hidden_checks_are_never_run_or_shown(tmp_path):
+    # softmax over the wrong axis passes the visible checks and fails a hidden one when graded
+    # (tests/engine/test_grade.py): validate, which never runs the hidden checks, says ok
+    task, wrong, _, _ = implementations(SLUG).MISTAKES["softmax-wrong-axis"]
+    code, lines, _ = validate(write(tmp_path, "me", submission(SLUG, {**CORRECT, task: wrong})))
+    assert code == 0
+    text = "\n".join(lines)
+    for secret in ("BEGIN HIDDEN TESTS", "autograder.checks", "solutions", "harness", "check_softmax"):
+        assert secret not in text
+
+
+@pytest.mark.parametrize("content, expected", [('{"cells": [', "not a valid notebook"),
+                                               (json.dumps({"name": "x"}), "not a valid notebook")])
+def test_an_unreadable_notebook_is_not_ready(tmp_path, content, expected):
+    code, lines, _ = validate(write(tmp_path, "me", content))
+    assert code == 1 and expected in "\n".join(lines)
+
+
+def test_the_assignment_comes_from_the_name_or_the_option(tmp_path):
+    path = write(tmp_path, "me", submission(SLUG, CORRECT))
+    renamed = path.rename(tmp_path / "my homework.ipynb")
+    code, lines, _ = validate(renamed)
+    assert code == 1 and "--assignment" in lines[0]
+    code, _, _ = validate(renamed, "--assignment", SLUG)
+    assert code == 0
