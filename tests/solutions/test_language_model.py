@@ -343,6 +343,24 @@ def test_the_key_changes_with_the_code_and_with_the_text_the_model_learns_from(t
     assert course_model_key(root) != key
 
 
+def test_the_chapter_is_executed_again_when_any_file_of_the_key_besides_the_code_changes(tmp_path):
+    """_config.yml's chapter_data_files for the chapter lists exactly the non-code files of the key: a
+    build re-executes the chapter (and saves the model again) whenever the key changes."""
+    import yaml
+    config = yaml.safe_load((course.ROOT / "_config.yml").read_text(encoding="utf-8"))
+    patterns = config["sphinx"]["config"]["chapter_data_files"]["book/language_model"]
+    listed = {path.relative_to(course.ROOT).as_posix() for pattern in patterns for path in course.ROOT.glob(pattern)}
+    root = a_course(tmp_path)
+    in_key = set()
+    for path in sorted(root.glob("book/**/*.*")):
+        key = course_model_key(root)
+        appended(path)
+        if course_model_key(root) != key:
+            in_key.add(path.relative_to(root).as_posix())
+    assert listed == in_key == {"book/data/course_prose.txt", "book/data/held_out_prose.txt",
+                                "book/language_model.md"}
+
+
 @pytest.mark.parametrize("changed", ["book/intro.md", "book/bahdanau.md", "book/linear_attention.md"])
 def test_editing_another_chapter_keeps_the_key(tmp_path, changed):
     """The model learns from the frozen copy in book/data/, not from the chapters as they are now."""
