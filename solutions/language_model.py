@@ -437,15 +437,17 @@ class CourseModel:
 def course_model_key(root=None):
     """What the chapter's model depends on, hashed: the code of ``solutions/`` and the text it learns from.
 
-    The text is every chapter's source (``book/*.md``), the language-model
-    chapter among them, so its training settings are in the key too.
+    The text is the frozen copy of the chapters' prose in ``book/data/*.txt``
+    (editing a chapter does not change it); the language-model chapter's own
+    source is in the key too, for its training settings.
     """
     import hashlib
     from pathlib import Path
 
     digest = hashlib.sha256()
     root = _course_path() if root is None else Path(root)
-    for path in sorted([*root.glob("solutions/*.py"), *root.glob("book/*.md")]):
+    for path in sorted([*root.glob("solutions/*.py"), *root.glob("book/data/*.txt"),
+                        *root.glob("book/language_model.md")]):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 

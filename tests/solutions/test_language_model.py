@@ -320,23 +320,55 @@ from solutions.language_model import (  # noqa: E402
 
 
 def a_course(tmp_path):
-    """A copy of the files the course model depends on: the code and the chapters' text."""
-    for folder, pattern in (("solutions", "*.py"), ("book", "*.md")):
-        (tmp_path / folder).mkdir()
+    """A copy of the course's code, chapters and the frozen text the model learns from."""
+    for folder, pattern in (("solutions", "*.py"), ("book", "*.md"), ("book/data", "*.txt")):
+        (tmp_path / folder).mkdir(parents=True)
         for path in (COURSE.root / folder).glob(pattern):
             (tmp_path / folder / path.name).write_bytes(path.read_bytes())
     return tmp_path
 
 
+def appended(path):
+    with open(path, "a", encoding="utf-8") as file:
+        file.write("\n")
+
+
 @pytest.mark.parametrize("changed", ["solutions/language_model.py", "solutions/training.py",
-                                     "book/language_model.md", "book/intro.md"])
+                                     "book/language_model.md", "book/data/course_prose.txt",
+                                     "book/data/held_out_prose.txt"])
 def test_the_key_changes_with_the_code_and_with_the_text_the_model_learns_from(tmp_path, changed):
     root = a_course(tmp_path)
     key = course_model_key(root)
     assert course_model_key(root) == key == course_model_key(COURSE.root)
-    with open(root / changed, "a", encoding="utf-8") as file:
-        file.write("\n")
+    appended(root / changed)
     assert course_model_key(root) != key
+
+
+def test_the_chapter_is_executed_again_when_any_file_of_the_key_besides_the_code_changes(tmp_path):
+    """_config.yml's chapter_data_files for the chapter lists exactly the non-code files of the key: a
+    build re-executes the chapter (and saves the model again) whenever the key changes."""
+    import yaml
+    config = yaml.safe_load((COURSE.root / "_config.yml").read_text(encoding="utf-8"))
+    patterns = config["sphinx"]["config"]["chapter_data_files"]["book/language_model"]
+    listed = {path.relative_to(COURSE.root).as_posix() for pattern in patterns for path in COURSE.root.glob(pattern)}
+    root = a_course(tmp_path)
+    in_key = set()
+    for path in sorted(root.glob("book/**/*.*")):
+        key = course_model_key(root)
+        appended(path)
+        if course_model_key(root) != key:
+            in_key.add(path.relative_to(root).as_posix())
+    assert listed == in_key == {"book/data/course_prose.txt", "book/data/held_out_prose.txt",
+                                "book/language_model.md"}
+
+
+@pytest.mark.parametrize("changed", ["book/intro.md", "book/bahdanau.md", "book/linear_attention.md"])
+def test_editing_another_chapter_keeps_the_key(tmp_path, changed):
+    """The model learns from the frozen copy in book/data/, not from the chapters as they are now."""
+    root = a_course(tmp_path)
+    key = course_model_key(root)
+    appended(root / changed)
+    assert course_model_key(root) == key
 
 
 def test_a_saved_model_loads_with_its_weights_vocabulary_and_heads(tmp_path):
