@@ -8,7 +8,6 @@ import itertools
 import numpy as np
 import pytest
 
-from autograder.engine import course
 from tests.support import COURSE
 
 from solutions.backpropagation import cross_entropy
