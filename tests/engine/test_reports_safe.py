@@ -2,6 +2,7 @@
 become a formula in its CSV files: a hostile submission graded, every page opened in the
 headless Chromium of the site's tests (Debian's package, no network)."""
 
+import asyncio
 import csv
 import http.server
 import threading
@@ -127,6 +128,9 @@ def test_every_page_carries_a_strict_content_security_policy(hostile_out):
 
 @pytest.fixture(scope="module")
 def browser():
+    # Playwright's sync API refuses a thread whose event loop is marked as running, and in the whole
+    # suite an earlier test leaves the main thread's loop marked so (no loop runs here): unmark it.
+    asyncio.events._set_running_loop(None)
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
         yield chromium
