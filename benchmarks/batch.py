@@ -1,46 +1,8 @@
-"""Batches of honest submissions: what students who do not cheat hand in.
-
-Each submission is one of an assignment's honest variants: the correct
-implementations of `tests/course/implementations/<slug>.py`, the untouched
-exercise, or the correct ones with one of its GRADED_MISTAKES.
-"""
+"""Where a graded batch's time went, as the grader records it (OUT/results/*/*.json)."""
 
 import json
 import statistics
-from functools import cache
 from pathlib import Path
-
-from tests.engine.grading import implementations, write
-from tests.conftest import submission
-
-
-@cache
-def variants(slug):
-    """[(label, notebook)]: "correct", "unchanged", then each graded mistake of `slug`."""
-    students = implementations(slug)
-    honest = [("correct", submission(slug, students.CORRECT)), ("unchanged", submission(slug, {}))]
-    for mistake in students.GRADED_MISTAKES:
-        task, wrong, _, _ = students.MISTAKES[mistake]
-        honest.append((mistake, submission(slug, {**students.CORRECT, task: wrong})))
-    return honest
-
-
-def write_batch(folder, students, slugs):
-    """`students` students, each with one submission per slug; return {(student, slug): label}.
-
-    Student k hands in variant k (shifted by the slug's position, so that a
-    student is not correct or wrong everywhere at once): every variant occurs,
-    and the same arguments always give the same batch.
-    """
-    labels = {}
-    for k in range(students):
-        student = f"student-{k + 1:03d}"
-        for shift, slug in enumerate(slugs):
-            options = variants(slug)
-            label, notebook = options[(k + shift) % len(options)]
-            write(folder, student, notebook, slug)
-            labels[student, slug] = label
-    return labels
 
 
 def time_per_notebook(out):

@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.grading [--students 40] [--assignments NAME ...] [--workers N]
                                            [--before REV]
 
-Generates S students x A assignments of honest submissions (benchmarks/batch.py),
+Generates S students x A assignments of honest submissions (autograder/samples/submissions.py),
 grades them with our command (N workers, default: the number of cores), with
 the same command of an earlier version of the repository (`--before`, default
 7342131: the last commit before the runner stopped importing IPython and
@@ -43,8 +43,9 @@ import nbformat  # noqa: E402
 
 from autograder.engine import course  # noqa: E402
 from autograder.engine.sandbox import Sandbox  # noqa: E402
-from benchmarks import plain_nbgrader  # noqa: E402
-from benchmarks.batch import time_per_notebook, write_batch  # noqa: E402
+from autograder.samples import plain_nbgrader  # noqa: E402
+from autograder.samples.submissions import write_batch  # noqa: E402
+from benchmarks.batch import time_per_notebook  # noqa: E402
 
 COURSE = course.load(Path(__file__).resolve().parent.parent / "course.toml")  # this course
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.nbgrader_course [--students 40] [--workers N]
 
-Makes the quickstart course (benchmarks/nbgrader_quickstart.py), hands in STUDENTS
+Makes the quickstart course (autograder/samples/nbgrader_quickstart.py), hands in STUDENTS
 submissions in nbgrader's layout (the kinds of students in turn: right, blank,
 partly wrong, crashing, tampered with, noisy), grades them with one stock
 `nbgrader autograde ps1` and with `python -m autograder --course DIR grade`, and
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import nbgrader_quickstart as quickstart
+from autograder.samples import nbgrader_quickstart as quickstart
 
 
 def main(argv=None):

@@ -7,8 +7,8 @@ keeps them (OUT/results/<student>/<assignment>.json with the student's own
 code; nothing is graded), then times the command's steps and the whole run
 (reports and the summary's link included) and prints the figures. Student k
 takes each answer from one of the planted class's students
-(tests/engine/planted_class.py) and adds a cell of their own with three
-of the tests' wrong implementations, as students keep experiments: the class
+(autograder/samples/planted_class.py) and adds a cell of their own with three
+of the sample wrong implementations, as students keep experiments: the class
 has copies of every degree, as a real one might. The command runs in one
 process (one core).
 """
@@ -28,8 +28,8 @@ import inspect  # noqa: E402
 import textwrap  # noqa: E402
 
 from autograder.engine import course, results, similarity  # noqa: E402
-from tests.engine.grading import SLUG, implementations  # noqa: E402
-from tests.engine.planted_class import CLASS, notebook, write_class  # noqa: E402
+from autograder.samples.submissions import SLUG, implementations  # noqa: E402
+from autograder.samples.planted_class import CLASS, notebook, write_class  # noqa: E402
 
 COURSE = course.load(Path(__file__).resolve().parent.parent / "course.toml")  # this course
 

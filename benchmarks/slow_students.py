@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.slow_students [--students 40] [--workers N]
 
 Grades the same class of honest `scaled_dot_product` submissions
-(benchmarks/batch.py) as it is, then with 1, 2 and 4 students whose
+(autograder/samples/submissions.py) as it is, then with 1, 2 and 4 students whose
 `scaled_dot_product_attention` loops forever, then with 2 whose function
 sleeps for an hour, each batch into a fresh OUT with the default limits
 (which follow the reference's time: autograder/engine/timing.py), and prints each
@@ -26,9 +26,8 @@ if __package__ in (None, ""):  # run as a file: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autograder.engine import course  # noqa: E402
-from benchmarks.batch import time_per_notebook, write_batch  # noqa: E402
-from tests.engine.grading import SLUG, implementations, write  # noqa: E402
-from tests.conftest import submission  # noqa: E402
+from autograder.samples.submissions import SLUG, implementations, submission, write, write_batch  # noqa: E402
+from benchmarks.batch import time_per_notebook  # noqa: E402
 
 COURSE = course.load(Path(__file__).resolve().parent.parent / "course.toml")  # this course
 

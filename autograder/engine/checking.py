@@ -1,6 +1,6 @@
 # Check helpers: a failed check says in one sentence what is wrong.
 # (This cell is the same in every exercise; `python -m autograder release`
-# copies it from autograder/checking.py. Run it; leave it as it is.)
+# copies it from autograder/engine/checking.py. Run it; leave it as it is.)
 import numpy as np
 
 RTOL, ATOL = 1e-6, 1e-9  # the one tolerance of every check: float64 code that is right agrees closer

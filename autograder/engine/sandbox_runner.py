@@ -253,7 +253,6 @@ def main(fd):
     warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")  # as IPython
     imported = time.monotonic()
     stopped = {}  # function name -> its stand-in that raises TimeoutError
-    errors = []
     builtins.input = no_input
     sys.displayhook = display
     signal.signal(signal.SIGALRM, on_alarm)  # wall-clock time

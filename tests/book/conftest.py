@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 
-from autograder.engine import course
 from tests.support import COURSE
 
 JUPYTER_BOOK = str(Path(sys.executable).parent / "jupyter-book")

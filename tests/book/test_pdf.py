@@ -17,7 +17,6 @@ import pytest
 import yaml
 from bs4 import BeautifulSoup
 
-from autograder.engine import course
 from tests.support import COURSE
 from tests.book.conftest import BUILD
 from tests.book.test_build import mini_book

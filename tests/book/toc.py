@@ -5,7 +5,6 @@ from pathlib import Path
 
 import yaml
 
-from autograder.engine import course
 from tests.support import COURSE
 
 

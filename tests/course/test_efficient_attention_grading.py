@@ -16,10 +16,10 @@ import pytest
 
 from autograder.engine import harness
 from autograder.engine.checking import CheckFailed
-from tests.engine.grading import details, grades, run_grader, write
-from tests.course.implementations import efficient_attention as students
+from autograder.samples.submissions import submission, write
+from tests.engine.grading import details, grades, run_grader
+from autograder.samples.implementations import efficient_attention as students
 from solutions.scaled_dot_product import scaled_dot_product_attention  # noqa: F401 (given)
-from tests.conftest import submission
 
 SLUG = "efficient_attention"
 LIMIT = 8 * 2 ** 20

@@ -13,10 +13,10 @@ points, in the hidden check, with a message that says what happened.
 import numpy as np
 import pytest
 
-from tests.engine.grading import details, grades, run_grader, write
-from tests.course.implementations import linear_attention as students
-from tests.course.implementations.linear_attention import elu_feature_map
-from tests.conftest import submission
+from autograder.samples.submissions import submission, write
+from tests.engine.grading import details, grades, run_grader
+from autograder.samples.implementations import linear_attention as students
+from autograder.samples.implementations.linear_attention import elu_feature_map
 
 SLUG = "linear_attention"
 

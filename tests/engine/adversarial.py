@@ -34,9 +34,9 @@ from dataclasses import dataclass
 import nbformat
 from nbformat.v4 import new_code_cell
 
-from tests.course.implementations import scaled_dot_product as sdp
-from tests.course.implementations import transformer_decoder as td
-from tests.conftest import submission
+from autograder.samples.implementations import scaled_dot_product as sdp
+from autograder.samples.implementations import transformer_decoder as td
+from autograder.samples.submissions import submission
 
 SLUG = "scaled_dot_product"
 CACHE_SLUG = "transformer_decoder"

@@ -26,7 +26,7 @@ from autograder.engine.sandbox import Limits
 from tests.support import COURSE, ROOT
 from tests.engine import adversarial
 from tests.engine.adversarial import ALL_CHEATS, CACHE_SLUG, HONEST, HONEST_UNSTABLE, SLUG
-from tests.engine.grading import write
+from autograder.samples.submissions import write
 
 MEMORY_MB = 512
 LIMITS = Limits(cell_seconds=5, call_seconds=5, submission_seconds=20, memory_bytes=MEMORY_MB * 2 ** 20)

@@ -11,8 +11,8 @@ import yaml
 
 from autograder.engine import course, slurm
 from tests.support import COURSE
-from benchmarks.batch import write_batch
-from tests.engine.grading import SLUG, details, grades, run_grader
+from autograder.samples.submissions import SLUG, write_batch
+from tests.engine.grading import details, grades, run_grader
 from tests.engine.slurm_cluster import single_node_slurm
 
 CLUSTER = course.ENGINE / "cluster"

@@ -8,8 +8,8 @@ import pytest
 
 from autograder.engine import deadlines, results
 from tests.support import COURSE
-from tests.engine.grading import SLUG, implementations, max_score, run_grader, write
-from tests.conftest import submission
+from autograder.samples.submissions import SLUG, implementations, submission, write
+from tests.engine.grading import max_score, run_grader
 
 CORRECT = implementations(SLUG).CORRECT
 DUE = datetime(2026, 3, 1, 23, 59, tzinfo=timezone(timedelta(hours=1)))

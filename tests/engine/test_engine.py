@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine import course, grade, tasks
+from autograder.engine import grade, tasks
 from autograder.engine.commands import grade as grade_command
 from autograder.engine.commands import slurm as slurm_command
 from autograder.engine.release import _names_defined
 from tests.support import COURSE
-from tests.engine.grading import SLUG, run_grader, write
+from autograder.samples.submissions import SLUG, write
+from tests.engine.grading import run_grader
 
 
 def test_the_version_covers_what_decides_a_grade_and_nothing_else():

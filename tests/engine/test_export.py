@@ -11,8 +11,8 @@ import pytest
 
 from autograder.engine import course, export
 from tests.support import COURSE
-from tests.engine.grading import SLUG, details, grades, implementations, run_grader, write
-from tests.conftest import submission
+from autograder.samples.submissions import SLUG, implementations, submission, write
+from tests.engine.grading import details, grades, run_grader
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CORRECT = implementations(SLUG).CORRECT

@@ -6,7 +6,7 @@ import pytest
 
 from autograder.engine.flags import flags
 from tests.support import COURSE
-from tests.course.implementations import scaled_dot_product, transformer_decoder
+from autograder.samples.implementations import scaled_dot_product, transformer_decoder
 
 TRICKS = {
     "from solutions.scaled_dot_product import softmax": "imports from `solutions",

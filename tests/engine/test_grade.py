@@ -10,8 +10,8 @@ import pytest
 
 from autograder.engine import course
 from tests.support import COURSE
-from tests.engine.grading import SLUG, details, grades, implementations, max_score, run_grader, write
-from tests.conftest import submission
+from autograder.samples.submissions import SLUG, implementations, submission, write
+from tests.engine.grading import details, grades, max_score, run_grader
 
 SLUGS = course.assignments(COURSE)
 CORRECT = implementations(SLUG).CORRECT

@@ -9,11 +9,11 @@ import zipfile
 
 import pytest
 
-from autograder.engine import course, grade
+from autograder.engine import grade
 from autograder.engine import harness
 from tests.support import COURSE
-from tests.engine.grading import SLUG, grades, implementations, max_score, run_grader, write
-from tests.conftest import submission
+from autograder.samples.submissions import SLUG, implementations, submission, write
+from tests.engine.grading import grades, max_score, run_grader
 
 CORRECT = implementations(SLUG).CORRECT
 MISTAKES = implementations(SLUG).MISTAKES

@@ -21,9 +21,9 @@ from nbformat.v4 import new_code_cell
 from autograder.engine import course
 from autograder.engine.collect import FLAT, NBGRADER
 from tests.support import ROOT
-from benchmarks import nbgrader_quickstart as quickstart
-from tests.engine.grading import SLUG, details, grades, implementations, run_grader, write
-from tests.conftest import submission
+from autograder.samples import nbgrader_quickstart as quickstart
+from autograder.samples.submissions import SLUG, implementations, submission, write
+from tests.engine.grading import details, grades, run_grader
 
 SUBMITTED_AT = "2026-01-01 10:00:00.000000 UTC"
 MANUAL = "needs manual grading"

@@ -17,11 +17,9 @@ import sys
 import nbformat
 import pytest
 
-from autograder.engine import course
 from tests.support import COURSE
-from benchmarks import plain_nbgrader
-from benchmarks.batch import variants
-from tests.engine.grading import write
+from autograder.samples import plain_nbgrader
+from autograder.samples.submissions import variants, write
 
 # Two assignments keep the test near a minute: each nbgrader command starts in about 6 s.
 # `python -m benchmarks.grading` compares the graders on every assignment and mistake.

@@ -4,7 +4,7 @@ import html
 import re
 from datetime import datetime, timezone
 
-from autograder.engine import deadlines, report, summary
+from autograder.engine import deadlines, summary
 from autograder.engine.results import Check, Result
 from tests.support import COURSE
 

@@ -15,9 +15,8 @@ from playwright.sync_api import sync_playwright
 from autograder.engine import grade, similarity
 from autograder.engine.report import FORMULA_START
 from tests.support import COURSE
-from tests.engine.grading import SLUG, implementations, write
+from autograder.samples.submissions import SLUG, implementations, submission, write
 from tests.book.conftest import CHROMIUM, CHROMIUM_FLAGS
-from tests.conftest import submission
 
 CORRECT = implementations(SLUG).CORRECT
 

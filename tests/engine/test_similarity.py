@@ -10,11 +10,12 @@ import sys
 import nbformat
 import pytest
 
-from autograder.engine import course, similarity
+from autograder.engine import similarity
 from autograder.engine.report import FORMULA_START
 from tests.support import COURSE
-from tests.engine.grading import SLUG, run_grader
-from tests.engine.planted_class import B, CLASS, COPIES, book_copies, notebook, result, write_class
+from autograder.samples.submissions import SLUG
+from tests.engine.grading import run_grader
+from autograder.samples.planted_class import B, CLASS, COPIES, book_copies, notebook, result, write_class
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,7 @@ from autograder.engine import assignment, course, grade, timing
 from autograder.engine.assignment import grade_id
 from autograder.engine.sandbox import Limits
 from tests.support import COURSE
-from tests.engine.grading import SLUG, implementations, write
-from tests.conftest import submission
+from autograder.samples.submissions import SLUG, implementations, submission, write
 
 SLUGS = course.assignments(COURSE)
 

@@ -7,8 +7,8 @@ import pytest
 
 from autograder.engine import assignment, tasks
 from tests.support import COURSE
-from tests.engine.grading import SLUG, implementations, run_grader, write
-from tests.conftest import submission
+from autograder.samples.submissions import SLUG, implementations, submission, write
+from tests.engine.grading import run_grader
 
 CORRECT = implementations(SLUG).CORRECT
 TESTS = [test.grade_id for test in assignment.load(COURSE, SLUG).tests]

@@ -4,7 +4,6 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder.engine import course
 from tests.support import COURSE
 from solutions.multi_head import merge_heads, multi_head_attention, split_heads
 from solutions.scaled_dot_product import causal_mask, padding_mask, scaled_dot_product_attention

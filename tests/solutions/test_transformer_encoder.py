@@ -4,7 +4,6 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder.engine import course
 from tests.support import COURSE
 from solutions.multi_head import multi_head_attention
 from solutions.positional_encoding import sinusoidal_encoding

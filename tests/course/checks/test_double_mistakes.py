@@ -1,6 +1,6 @@
 """Feedback never guesses: with two mistakes at once, no message names a mistake the code does not make.
 
-Each tests/course/implementations/<slug>.py keeps `DOUBLE_MISTAKES`:
+Each autograder/samples/implementations/<slug>.py keeps `DOUBLE_MISTAKES`:
 name -> ({task: wrong function, ...}, the grade_id of the check cell to run, the words
 a message may name). The functions are pasted into a namespace built from the
 instructor notebook, as a student's cells would be (so a task calls the student's own
@@ -20,13 +20,10 @@ import pytest
 
 from autograder.engine import course
 from autograder.engine.checking import CheckFailed
+from autograder.samples.submissions import implementations
 from tests.support import COURSE
 
 HIDDEN = "### BEGIN HIDDEN TESTS"
-
-
-def implementations(slug):
-    return importlib.import_module(f"tests.course.implementations.{slug}")
 
 
 DOUBLES = [(slug, name) for slug in course.assignments(COURSE)

@@ -8,7 +8,7 @@ import pytest
 from autograder.engine import harness
 from autograder.engine.checking import CheckFailed
 from autograder.checks.efficient_attention import check_flash_attention_backward
-from tests.course.implementations.efficient_attention import CORRECT, flash_backward_exp_before_mask
+from autograder.samples.implementations.efficient_attention import CORRECT, flash_backward_exp_before_mask
 
 SECRETS = range(20)
 

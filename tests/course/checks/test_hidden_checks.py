@@ -1,6 +1,6 @@
 """Every assignment's hidden checks accept any correct implementation and reject the usual mistakes.
 
-The implementations live in tests/course/implementations/<slug>.py:
+The implementations live in autograder/samples/implementations/<slug>.py:
 `CORRECT` (task -> a correct function written unlike the reference),
 `MISTAKES` (name -> (task, wrong function, check, words of its message)) and
 `CHECKS_OF_TASK` (task -> the check functions of autograder/checks/<slug>.py).
@@ -18,13 +18,14 @@ import pytest
 from autograder.engine import course
 from autograder.engine import harness
 from autograder.engine.checking import CheckFailed
+from autograder.samples.submissions import implementations
 from tests.support import COURSE
 
 
 def modules(slug):
     return (importlib.import_module(f"autograder.checks.{slug}"),
             importlib.import_module(f"solutions.{slug}"),
-            importlib.import_module(f"tests.course.implementations.{slug}"))
+            implementations(slug))
 
 
 TASKS = [(slug, task) for slug in course.assignments(COURSE) for task in modules(slug)[2].CHECKS_OF_TASK]

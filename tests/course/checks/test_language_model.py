@@ -9,7 +9,7 @@ from autograder.engine import harness
 from autograder.engine.checking import CheckFailed
 from autograder.checks import language_model as checks
 from solutions import language_model as reference
-from tests.course.implementations import language_model as students
+from autograder.samples.implementations import language_model as students
 
 MANY_SECRETS = range(100, 200)
 

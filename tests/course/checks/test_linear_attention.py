@@ -6,7 +6,7 @@ import textwrap
 import pytest
 
 from autograder.checks import linear_attention as checks
-from tests.course.implementations import linear_attention as students
+from autograder.samples.implementations import linear_attention as students
 
 
 def notebook(elu_source):

@@ -3,7 +3,7 @@
 For the exercises whose tasks call each other (a student's `sample_next` calls
 their `filter_logits`, `greedy_decode` their `decode_step`, `train` their
 `adam_step`, ...): every wrong implementation of one task kept in
-tests/engine/implementations/<slug>.py (`MISTAKES`), and that task left
+autograder/samples/implementations/<slug>.py (`MISTAKES`), and that task left
 unfinished (raising NotImplementedError), goes into a notebook namespace beside
 the correct implementations of the others (`CORRECT`), each function seeing the
 others through that namespace as in a student's notebook. Then every check
@@ -25,6 +25,7 @@ import types
 import pytest
 
 from autograder.engine import harness
+from autograder.samples.submissions import implementations
 from tests.support import COURSE
 from tests.course.checks.test_double_mistakes import HIDDEN, student_namespace
 
@@ -43,10 +44,6 @@ ALSO_MADE = {("language_model", "beam-search-no-penalty"): {"log P without the l
              ("training", "adam-default-eps-1e-8"): {"default"},      # ε = 1e-8 is PyTorch's default
              ("training", "adam-pytorch-beta2"): {"default"},  # "the paper's beta2 = 0.98 by default": its β2 is not
              ("efficient_attention", "backward-exp-before-mask"): {"contains NaN or inf"}}  # its exp overflows
-
-
-def implementations(slug):
-    return importlib.import_module(f"tests.course.implementations.{slug}")
 
 
 def _rebound(function, namespace, module):
@@ -115,7 +112,6 @@ def notebook(slug, wrong=None, calls=None):
 def _cells(slug):
     import nbformat
 
-    from autograder.engine import course
     return [c for c in nbformat.read(COURSE.source / slug / f"{slug}.ipynb", as_version=4).cells
             if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")]
 

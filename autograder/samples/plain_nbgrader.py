@@ -30,7 +30,7 @@ def autograde(course, batch, course_dir, names):
     """
     batch, folder = Path(batch), make_course_dir(course, course_dir, names)
     for name in names:
-        _run(course, folder, "generate_assignment", name, "--force")
+        run(course, folder, "generate_assignment", name, "--force")
     handed_in = {}
     for path in sorted(batch.glob("*/*.ipynb")):
         student, name = path.parent.name, path.stem
@@ -42,7 +42,7 @@ def autograde(course, batch, course_dir, names):
     started = time.perf_counter()
     for name in names:
         if handed_in.get(name):
-            _run(course, folder, "autograde", name)
+            run(course, folder, "autograde", name)
     seconds = time.perf_counter() - started
     scores = {}
     with Gradebook(f"sqlite:///{folder / 'gradebook.db'}") as gradebook:
@@ -53,10 +53,12 @@ def autograde(course, batch, course_dir, names):
     return scores, seconds
 
 
-def _run(course, folder, *args):
-    result = nbgrader(course, folder, *args)
+def run(course, folder, *args, timeout=1800):
+    """`nbgrader ARGS` in `folder`, a course folder of `course` (None: one the engine does not know);
+    raises NbgraderFailed when it fails."""
+    result = nbgrader(course, folder, *args, timeout=timeout)
     if result.returncode != 0:
-        raise NbgraderFailed(f"nbgrader {' '.join(args)} exited with {result.returncode}:\n{result.stderr}")
+        raise NbgraderFailed(f"nbgrader {' '.join(args)} exited with {result.returncode}:\n{result.stderr[-3000:]}")
     return result
 
 

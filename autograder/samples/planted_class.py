@@ -2,7 +2,7 @@
 
 Each student hands in the scaled dot-product exercise: {task: source of its
 answer cell}, and perhaps cells of their own (ADDED). The honest authors wrote
-their code independently (A is the tests' correct alternative implementations,
+their code independently (A is the sample correct implementations,
 the others are written here, each in a style of its own, with the overlaps
 independent students really have, such as the one-line `np.tril` causal mask).
 Each copy takes one author's code and disguises it: renamed variables, changed
@@ -18,8 +18,7 @@ import nbformat
 from autograder.engine import assignment as assignments_
 from autograder.engine import reference
 from autograder.engine.results import Check, Result
-from tests.engine.grading import SLUG, implementations
-from tests.support import COURSE
+from autograder.samples.submissions import COURSE, SLUG, implementations
 
 A = {task: textwrap.dedent(inspect.getsource(function)) for task, function in
      implementations(SLUG).CORRECT.items()}
