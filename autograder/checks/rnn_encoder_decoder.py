@@ -26,7 +26,7 @@ import numpy as np
 from solutions import rnn_encoder_decoder as reference
 
 from autograder.engine.checking import CheckFailed, check, check_close, check_shape, close
-from autograder.engine.harness import blame, call, diagnose, is_variant, quietly, seeded, students_own
+from autograder.engine.harness import Unfinished, blame, call, diagnose, is_variant, quietly, seeded, students_own
 
 SEED = 20140603  # Cho et al.'s "Learning phrase representations..." appeared on arXiv
 
@@ -349,10 +349,11 @@ def check_greedy_decode(greedy_decode):
                 raise
             unfinished.append((failure, beside_own(encode=reference.encode) is not None
                                or beside_own(decode_step=reference.decode_step) is not None))
-    # Every case left to the earlier tasks' checks: fair when one of encode and decode_step runs (the
-    # other is unfinished); with both unfinished (the untouched notebook) nothing tells greedy_decode's
-    # work apart, and it fails.
-    if len(unfinished) == len(cases) and not any(runs for _, runs in unfinished):
+    # Every case left to the earlier tasks' checks: fair when one of encode and decode_step runs and
+    # breaks greedy decoding. A NotImplementedError earns nothing: nothing tells a right greedy_decode
+    # beside an unfinished encode from greedy_decode as released.
+    if len(unfinished) == len(cases) and (not any(runs for _, runs in unfinished)
+                                          or any(isinstance(failure, Unfinished) for failure, _ in unfinished)):
         raise unfinished[0][0]
 
 

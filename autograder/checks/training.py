@@ -15,7 +15,7 @@ import numpy as np
 from solutions import training as reference
 
 from autograder.engine.checking import CheckFailed, check, close, named_cause
-from autograder.engine.harness import blame, call, quietly, seeded, students_own
+from autograder.engine.harness import Unfinished, blame, call, quietly, seeded, students_own
 
 SEED = 14126980  # arXiv 1412.6980, Kingma & Ba, "Adam"
 
@@ -232,10 +232,11 @@ def check_train(train):
         return quietly(lambda: _loop(steps, batch_size, seed, **with_own))
     try:
         params = call(train, steps, batch_size=batch_size, seed=seed, on=on)
-    except CheckFailed:
-        # An unfinished noam_learning_rate or adam_step (the loop beside them fails too) loses its own
-        # points; with both unfinished (the untouched notebook) nothing tells train's work apart.
-        if any(own.values()) and beside_own() is None and \
+    except CheckFailed as failure:
+        # A noam_learning_rate or adam_step that breaks the loop (the reference loop beside it fails
+        # too) loses its own points. A NotImplementedError earns nothing: nothing tells a right loop
+        # beside an unfinished one from the loop as released.
+        if not isinstance(failure, Unfinished) and any(own.values()) and beside_own() is None and \
                 (beside_own(noam_learning_rate=reference.noam_learning_rate) is not None
                  or beside_own(adam_step=reference.adam_step) is not None):
             return

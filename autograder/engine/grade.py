@@ -24,6 +24,7 @@ import hashlib
 import hmac
 import multiprocessing
 import os
+import re
 import secrets
 import sys
 import tempfile
@@ -328,8 +329,9 @@ def _run_test(test, visible, sandbox, secret):
 
 def _with_cause(message, cause):
     """The visible check's message, and the one mistake the hidden check found in the same function
-    (named only when it alone explains the values; the hidden inputs are never shown)."""
-    if not cause or cause in message:
+    (named only when it alone explains the values; the hidden inputs are never shown). Not beside NaN
+    or inf: the cause explains values the hidden check saw, not where the visible check's NaN came from."""
+    if not cause or cause in message or re.search(r"\bNaN\b|\binf\b", message):
         return message
     return f"{message.rstrip('.')}. The hidden checks find why: {cause}."
 

@@ -59,6 +59,14 @@ def seeded(seed):
     return np.random.default_rng(seed if number is None else [seed, number])
 
 
+class Unfinished(CheckFailed):
+    """The function raised NotImplementedError: it is as released, or it calls an earlier task that is.
+
+    Nothing tells the two apart, so a check never leaves such a case to the earlier task's check: a
+    function as released, beside an unfinished earlier one, would earn points.
+    """
+
+
 def call(function, *args, on, **kwargs):
     """Return ``function(*args, **kwargs)``; ``on`` describes the input for messages.
 
@@ -75,7 +83,8 @@ def call(function, *args, on, **kwargs):
         try:
             result = function(*args, **kwargs)
         except NotImplementedError:
-            raise CheckFailed(f"{name} is not implemented yet (it raises NotImplementedError).") from None
+            raise Unfinished(f"{name} is not implemented yet: it raises NotImplementedError (or a "
+                             "function of yours that it calls does: finish that one first).") from None
         except MemoryError:
             if _MEMORY.get():
                 raise _OutOfMemory() from None

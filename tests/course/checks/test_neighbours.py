@@ -45,6 +45,19 @@ ALSO_MADE = {("language_model", "beam-search-no-penalty"): {"log P without the l
              ("training", "adam-pytorch-beta2"): {"default"},  # "the paper's beta2 = 0.98 by default": its β2 is not
              ("efficient_attention", "backward-exp-before-mask"): {"contains NaN or inf"}}  # its exp overflows
 
+# An unfinished task that a later task calls: beside it, a raise of the later task earns nothing, since
+# nothing tells a right function beside it from a wrong one that only calls it (which would earn points
+# without the skill, and the untouched notebook would score). Those cells fail with it, as not
+# implemented, and name no mistake. (slug, unfinished task) -> those cells.
+WAITING = {("rnn_encoder_decoder", "encode"): {"test_greedy_decode"},
+           ("rnn_encoder_decoder", "decode_step"): {"test_greedy_decode"},
+           **{("transformer_decoder", task): {"test_transformer_logits", "test_greedy_decode"}
+              for task in ("decoder_layer", "decoder")},
+           ("transformer_decoder", "transformer_logits"): {"test_greedy_decode"},
+           **{("transformer_decoder", task): {"test_greedy_decode_cache"}
+              for task in ("init_decoder_cache", "decoder_step")},
+           ("training", "noam_learning_rate"): {"test_train"},
+           ("training", "adam_step"): {"test_train"}}
 
 def _rebound(function, namespace, module):
     """``function`` (of the implementations module) looking its global names up in ``namespace``,
@@ -175,7 +188,9 @@ def test_one_wrong_task_costs_only_its_own_points(slug, name):
     for cell_id in sorted(affected):
         for where, failure in grade_cell(slug, namespace, graded[cell_id]):
             message = f"{cell_id} ({where}): {type(failure).__name__}: {failure}"
-            assert cell_id in own, f"{task} is wrong, and {message}"
+            waiting = name.startswith(UNFINISHED) and cell_id in WAITING.get((slug, task), set()) and (
+                isinstance(failure, (NotImplementedError, harness.Unfinished)))
+            assert cell_id in own or waiting, f"{task} is wrong, and {message}"
             cause = getattr(failure, "cause", None)
             assert cause is None or words in cause or not name.startswith(UNFINISHED) and \
                 not [w for w in forbidden if w in cause], f"names a cause the code does not have: {message}"
@@ -186,3 +201,23 @@ def test_one_wrong_task_costs_only_its_own_points(slug, name):
             assert not named, f"names {named}, mistakes the code does not make: {message}"
             lost.append(cell_id)
     assert lost, f"{name}: no check of {task} failed"
+
+
+def unfinished_pairs(slug):
+    """(slug, task, earlier): every task with an earlier task that its check cells call."""
+    owner = {cell_id: task for cell_id, (task, _, _) in notebook(slug)[1].items()}
+    return sorted({(slug, owner[cell_id], earlier) for earlier, cells in callers(slug).items()
+                   for cell_id in cells if owner[cell_id] != earlier})
+
+
+@pytest.mark.parametrize("slug, task, earlier", [pair for slug in SLUGS for pair in unfinished_pairs(slug)])
+def test_a_task_as_released_earns_nothing_beside_an_unfinished_earlier_one(slug, task, earlier):
+    """The other side of WAITING: a function as released raises NotImplementedError, as a right one
+    does beside an unfinished earlier task; were such cases left to the earlier task's check, the
+    untouched function would earn its points whenever another earlier function runs."""
+    namespace, graded = notebook(slug, wrong=(earlier, _unfinished(earlier)))
+    stub = _unfinished(task)  # as released: a function of the notebook, whose names are the notebook's
+    namespace[task] = types.FunctionType(stub.__code__, namespace, task, None, stub.__closure__)
+    for cell_id, (owner, _, _) in graded.items():
+        if owner == task:
+            assert grade_cell(slug, namespace, graded[cell_id]), f"{cell_id} passes with {task} as released"
