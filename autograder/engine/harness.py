@@ -83,8 +83,8 @@ def call(function, *args, on, **kwargs):
         try:
             result = function(*args, **kwargs)
         except NotImplementedError:
-            raise Unfinished(f"{name} is not implemented yet: it raises NotImplementedError (or a "
-                             "function of yours that it calls does: finish that one first).") from None
+            raise Unfinished(f"{name} raises NotImplementedError: it is not implemented yet, or a function "
+                             "of yours that it calls is not (finish that one first).") from None
         except MemoryError:
             if _MEMORY.get():
                 raise _OutOfMemory() from None

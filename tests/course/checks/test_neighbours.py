@@ -59,6 +59,7 @@ WAITING = {("rnn_encoder_decoder", "encode"): {"test_greedy_decode"},
            ("training", "noam_learning_rate"): {"test_train"},
            ("training", "adam_step"): {"test_train"}}
 
+
 def _rebound(function, namespace, module):
     """``function`` (of the implementations module) looking its global names up in ``namespace``,
     as the same code would in a notebook; so do the functions it closes over."""
