@@ -253,10 +253,9 @@ def check_train(train):
         return
     if any(own.values()):  # right, with the student's own (wrong) noam_learning_rate or adam_step?
         variant = beside_own()
-        # where the student's adam_step itself gives NaN (its own check takes its points), the loop
-        # is right when it gives the same NaN: its values cannot be judged beside that adam_step
-        if variant is not None and _same(_without_b_k(params), _without_b_k(variant), nan_equal=not all(
-                np.all(np.isfinite(leaf)) for leaf in _without_b_k(variant))):
+        # NaN never earns a point: beside an adam_step that gives NaN, no loop can be judged right
+        if variant is not None and all(np.all(np.isfinite(leaf)) for leaf in _without_b_k(variant)) \
+                and _same(_without_b_k(params), _without_b_k(variant)):
             return
     if all(np.array_equal(a, b) for (_, a), (_, b) in zip(_leaves(params), _leaves(initial))):
         check(False, f"after {on} the parameters are still the initial ones: keep what adam_step "
