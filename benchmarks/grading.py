@@ -44,10 +44,9 @@ import nbformat  # noqa: E402
 from autograder.engine import course  # noqa: E402
 from autograder.engine.sandbox import Sandbox  # noqa: E402
 from autograder.samples import plain_nbgrader  # noqa: E402
-from autograder.samples.submissions import write_batch  # noqa: E402
+from autograder.samples.submissions import COURSE, write_batch  # noqa: E402
 from benchmarks.batch import time_per_notebook  # noqa: E402
 
-COURSE = course.load(Path(__file__).resolve().parent.parent / "course.toml")  # this course
 
 BEFORE = "7342131"  # the last commit whose sandbox runner imported IPython and `site` for every notebook
 

@@ -27,11 +27,10 @@ if __package__ in (None, ""):  # run as a file: make the repository importable
 import inspect  # noqa: E402
 import textwrap  # noqa: E402
 
-from autograder.engine import course, results, similarity  # noqa: E402
-from autograder.samples.submissions import SLUG, implementations  # noqa: E402
+from autograder.engine import results, similarity  # noqa: E402
+from autograder.samples.submissions import COURSE, SLUG, implementations  # noqa: E402
 from autograder.samples.planted_class import CLASS, notebook, write_class  # noqa: E402
 
-COURSE = course.load(Path(__file__).resolve().parent.parent / "course.toml")  # this course
 
 
 def make_class(students, seed=0):

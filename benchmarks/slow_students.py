@@ -25,11 +25,9 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autograder.engine import course  # noqa: E402
-from autograder.samples.submissions import SLUG, implementations, submission, write, write_batch  # noqa: E402
+from autograder.samples.submissions import COURSE, SLUG, implementations, submission, write, write_batch  # noqa: E402
 from benchmarks.batch import time_per_notebook  # noqa: E402
 
-COURSE = course.load(Path(__file__).resolve().parent.parent / "course.toml")  # this course
 
 LOOPING = '''def scaled_dot_product_attention(Q, K, V, mask=None):
     while True:  # an honest bug: the loop's condition never changes
