@@ -14,7 +14,6 @@ when the term of the book's course would give an answer away (graded_code.py).
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 import click
