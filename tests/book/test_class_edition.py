@@ -125,7 +125,7 @@ def exercise_offer(page):
     soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
     link = soup.select_one("a.exercise-download")
     sentence = soup.select_one(".exercise-unreleased")
-    return (link["href"].rpartition("/")[2] if link else None, bool(soup.select(".download-exercise-button")),
+    return (link["href"].rpartition("/")[2] if link else None, bool(soup.select(".btn-download-exercise-button")),
             sentence.get_text(" ", strip=True) if sentence else None)
 
 
