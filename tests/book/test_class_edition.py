@@ -139,6 +139,12 @@ def test_the_default_term_offers_no_exercise(class_site):
         assert link is None and not in_menu and UNRELEASED in sentence and f"{name}.ipynb" in sentence, name
 
 
+def test_the_open_edition_offers_every_exercise(site):
+    for name in course.assignments(COURSE):
+        link, in_menu, sentence = exercise_offer(site / "book" / f"{name}.html")
+        assert (link, in_menu, sentence) == (f"{name}.ipynb", True, None), name
+
+
 def test_a_term_that_would_give_an_open_answer_away_is_refused_before_any_build(tmp_path, monkeypatch, capsys):
     """scaled_dot_product open (or not released) and multi_head released: refused, naming them."""
     for released in ([*EARLIER, GIVER, TAKER], [*EARLIER, TAKER]):
