@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 from bs4 import BeautifulSoup
+from sphinx.errors import ConfigError
 
 from autograder.engine import course, reference
 from tests.support import COURSE, course_file
@@ -156,6 +157,10 @@ def test_a_term_that_would_give_an_open_answer_away_is_refused_before_any_build(
         assert exit.value.code == 1 and not (tmp_path / "build").exists()
         assert f"the exercise {TAKER} is released" in said and f"of the assignment {GIVER}," in said, said
         assert all(f.name in said for f in reference.given(COURSE, TAKER) if f.assignment == GIVER)
+        # and a build of the class edition by jupyter-book itself stops at its configuration
+        with pytest.raises(ConfigError, match=f"the exercise {TAKER} is released"):
+            graded_code.set_edition(SimpleNamespace(outdir=str(tmp_path / "html"), srcdir=str(COURSE.root)),
+                                    SimpleNamespace(course_edition="class"))
 
 
 def test_a_term_that_closed_the_giver_offers_what_it_released(term_site, bodies):
