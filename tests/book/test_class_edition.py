@@ -21,17 +21,13 @@ from bs4 import BeautifulSoup
 from sphinx.errors import ConfigError
 
 from autograder.engine import course, reference
-from tests.support import COURSE, course_file
+from tests.support import COURSE, EARLIER, GIVER, TAKER, course_file
 
 BUILD_EDITION = COURSE.root / "book" / "_ext" / "build_edition.py"
 sys.path.insert(0, str(BUILD_EDITION.parent))
 import build_edition  # noqa: E402  (the book's extensions)
 import graded_code  # noqa: E402
 
-# multi_head's given cells hold answers of scaled_dot_product (softmax, scaled_dot_product_attention)
-# and of bahdanau (masked_softmax), whose own given cells hold answers of rnn_encoder_decoder
-GIVER, TAKER = "scaled_dot_product", "multi_head"
-EARLIER = ["rnn_encoder_decoder", "bahdanau"]  # released and closed in the terms below
 UNRELEASED = "released by your instructor"
 
 

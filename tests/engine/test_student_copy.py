@@ -20,16 +20,11 @@ import pytest
 from autograder.engine import course, reference
 from autograder.engine.assignment import load
 from autograder.engine.commands import student_copy
-from tests.support import COURSE, course_file
-
-# multi_head's given cells hold answers of scaled_dot_product (softmax, scaled_dot_product_attention)
-# and of bahdanau (masked_softmax), whose own given cells hold answers of rnn_encoder_decoder
-GIVER, TAKER = "scaled_dot_product", "multi_head"
-EARLIER = ["rnn_encoder_decoder", "bahdanau"]  # released and closed in the terms below
+from tests.support import COURSE, EARLIER, GIVER, TAKER, course_file
 
 
-def run(*args, course=None):
-    return subprocess.run([sys.executable, "-m", "autograder", *(["--course", course] if course else []),
+def run(*args, term_file=None):
+    return subprocess.run([sys.executable, "-m", "autograder", *(["--course", term_file] if term_file else []),
                            "student-copy", *map(str, args)], capture_output=True, text=True, cwd=COURSE.root,
                           timeout=300)
 
@@ -137,7 +132,7 @@ def given_names(giver, taker):
 def test_an_exercise_that_gives_away_an_answer_not_closed_is_refused(tmp_path, released, state):
     """From the command line: exit 1, naming the exercise, the functions and the assignment (and
     nothing else: the earlier ones are closed), and nothing written."""
-    result = run(tmp_path / "copy", course=course_file(tmp_path, released, EARLIER))
+    result = run(tmp_path / "copy", term_file=course_file(tmp_path, released, EARLIER))
     assert result.returncode == 1, result.stderr
     assert result.stderr.count("error: ") == 1, result.stderr
     assert f"error: the exercise {TAKER} is released, but its given cells hold the bodies of " \
