@@ -26,13 +26,13 @@ have (``check_linear_attention_memory``, ``check_chunked_linear_attention_memory
 in a hidden block of their own that starts with ``# resource rule``, which
 ``validate`` runs too): beyond their ``O(T·d)`` inputs, features and output,
 they may hold ``O(d_k·d_v)`` state, never a ``(T_q, T_k)`` array nor one state
-per position. ``harness.call_in_memory`` runs the call under a hard cap of
-64 MiB (a second sandbox under ``grade``, a forked child for a plain
-function) on two cases: ``T = 16384, d = 8``, where one ``(T, T)`` array of
-float64 takes 2 GiB (a boolean mask 256 MiB), and ``T = 4096, d = 64``, where
-the ``T`` states ``(T, d_k, d_v)`` of a cumulative sum of outer products take
-128 MiB (and a ``(T, T)`` float64 array as much); the reference holds about
-4 and 8 MiB there beyond its inputs (tests/course/checks/test_linear_attention.py).
+per position. ``harness.call_in_memory`` runs the call under a hard cap (a
+second sandbox under ``grade``, a forked child for a plain function) on two
+cases: 64 MiB at ``T = 16384, d = 8``, where one ``(T, T)`` array of float64
+takes 2 GiB (a boolean mask 256 MiB), and 96 MiB at ``T = 4096, d = 64``,
+where the ``T`` states ``(T, d_k, d_v)`` of a cumulative sum of outer products
+take 128 MiB (and a ``(T, T)`` float64 array as much); the reference holds
+about 4 and 8 MiB there beyond its inputs.
 The notebook's check cells measure the same rule with ``peak_memory`` on
 smaller cases and fail beyond three times the size of the inputs.
 """
@@ -49,10 +49,11 @@ from .efficient_attention import _unpack
 from .positional_encoding import _check_raises_value_error
 
 SEED = 20200629  # "Transformers are RNNs" (Katharopoulos et al.) appeared on arXiv on 29 June 2020
-MEMORY_CASES = ((16384, 8), (4096, 64))  # (T, d_k = d_v): no (T, T) array; no state per position
+# (T, d_k = d_v, the memory the call may have beyond the baseline): a quarter of one (T, T) boolean mask at
+# T = 16384; three quarters of the T states (T, d_k, d_v) at T = 4096, d = 64, where the inputs are 6 MiB (a
+# limit of its own: the second sandbox serves the calls of one limit, and its heap keeps what they freed)
+MEMORY_CASES = ((16384, 8, 64 * 2 ** 20), (4096, 64, 96 * 2 ** 20))
 MEMORY_CHUNK = 64
-MEMORY_LIMIT = 64 * 2 ** 20  # beyond the baseline: a quarter of one (T, T) boolean mask at T = 16384, half
-#                              of the T states (T, d_k, d_v) at T = 4096, d = 64
 OTHER_MAP = np.exp  # a feature map other than the default (a NumPy function: the wire carries it by name)
 FLOAT32_RTOL, FLOAT32_ATOL = 1e-4, 1e-5  # float32 keeps about 7 digits; sums of T terms lose some
 EMPTY = ("a query that sees no key gets an all-zero output (0 / (0 + eps) = 0), and every other "
@@ -387,22 +388,22 @@ def check_chunked_linear_attention_memory(chunked_linear_attention):
 # -- the memory, decided outside the student's code ------------------------------------
 
 def _check_linear_memory(function, **kwargs):
-    """Fail a function that cannot run within MEMORY_LIMIT on MEMORY_CASES (``call_in_memory``: a hard
+    """Fail a function that cannot run within its limit on each of MEMORY_CASES (``call_in_memory``: a hard
     cap outside the student's reach), or that gives wrong values there."""
     rng = seeded(SEED + 9)
     given, phi = _feature_map(function)
     own = _own_feature_map(function)
     causal = kwargs.get("causal", True)  # chunked_linear_attention is causal
     name = getattr(function, "__name__", "your function")
-    for T, d in MEMORY_CASES:
+    for T, d, limit in MEMORY_CASES:
         Q, K, V = (rng.normal(size=(T, d)) for _ in range(3))
         description = (f"T={T}, d_k=d_v={d}" + "".join(f", {key}={value}" for key, value in kwargs.items())
                        + " (a memory case)")
         try:
-            result = call_in_memory(function, Q, K, V, on=description, limit_bytes=MEMORY_LIMIT, **kwargs, **given)
+            result = call_in_memory(function, Q, K, V, on=description, limit_bytes=limit, **kwargs, **given)
         except OutOfMemory as failure:
             raise CheckFailed(
-                f"{name} did not run within {MEMORY_LIMIT / 2 ** 20:.0f} MiB on {description}: more memory at "
+                f"{name} did not run within {limit / 2 ** 20:.0f} MiB on {description}: more memory at "
                 f"once than a state of fixed size needs (its inputs of {3 * Q.nbytes / 2 ** 20:.0f} MiB, their "
                 f"features and its output, and a (d_k, d_v) state), where one (T, T) array takes "
                 f"{T * T * 8 / 2 ** 20:.0f} MiB ({T * T / 2 ** 20:.0f} MiB as booleans) and one state per "
