@@ -152,7 +152,7 @@ def test_untouched_student_notebook_scores_zero(graded, slug):
 def test_each_mistake_loses_points_with_a_reason(graded, slug, mistake):
     _, grades, details, _ = graded
     student, checks = f"submitted-{mistake}", details[f"submitted-{mistake}", slug]
-    failing = "test_" + implementations(slug).MISTAKES[mistake][2].removeprefix("check_")
+    failing = "test_" + implementations(slug).MISTAKES[mistake][0]  # the check cell of the task
     assert grades[student, slug]["status"] == "graded"
     assert 0 < float(grades[student, slug]["score"]) < max_score(slug)
     assert checks[failing]["score"] == "0"

@@ -201,7 +201,20 @@ def linear_attention_whole_matrix(Q, K, V, causal=False, feature_map=elu_feature
 
 def linear_attention_ignores_feature_map(Q, K, V, causal=False, feature_map=elu_feature_map, eps=1e-6):
     # elu_feature_map whatever feature_map it is given (right with the default)
-    return CORRECT["linear_attention"](Q, K, V, causal, elu_feature_map, eps)
+    fQ, fK = elu_feature_map(Q), elu_feature_map(K)
+    T_q, T_k = Q.shape[-2], K.shape[-2]
+    S = np.zeros((*fK.shape[:-2], K.shape[-1], V.shape[-1]), dtype=np.result_type(Q, K, V))
+    z = np.zeros((*fK.shape[:-2], K.shape[-1]), dtype=S.dtype)
+    out = np.zeros((*np.broadcast_shapes(Q.shape[:-2], S.shape[:-2]), T_q, V.shape[-1]), dtype=S.dtype)
+    j = 0
+    for i in range(T_q):
+        last = T_k - T_q + i if causal else T_k - 1   # the last key query i sees
+        while j <= last:
+            S, z = S + fK[..., j, :, None] * V[..., j, None, :], z + fK[..., j, :]
+            j += 1
+        if last >= 0:
+            out[..., i, :] = (fQ[..., i, None, :] @ S)[..., 0, :] / ((fQ[..., i, :] * z).sum(-1, keepdims=True) + eps)
+    return out
 
 
 def linear_attention_cumulative_states(Q, K, V, causal=False, feature_map=elu_feature_map, eps=1e-6):
@@ -249,7 +262,10 @@ step_modifies_state = _step(in_place=True)
 
 
 def step_ignores_feature_map(q, k, v, state, feature_map=elu_feature_map, eps=1e-6):
-    return CORRECT["linear_attention_step"](q, k, v, state, elu_feature_map, eps)
+    fq, fk = elu_feature_map(q), elu_feature_map(k)   # whatever feature_map it is given
+    S = state["S"] + fk[..., :, None] * v[..., None, :]
+    z = state["z"] + fk
+    return (fq[..., None, :] @ S)[..., 0, :] / ((fq * z).sum(-1, keepdims=True) + eps), {"S": S, "z": z}
 
 
 def _chunked(carry=True, mask=True, own_key=True, twice=False, last=True):
@@ -287,7 +303,16 @@ chunked_last_chunk_dropped = _chunked(last=False)
 
 
 def chunked_ignores_feature_map(Q, K, V, chunk_size=64, feature_map=elu_feature_map, eps=1e-6):
-    return CORRECT["chunked_linear_attention"](Q, K, V, chunk_size, elu_feature_map, eps)
+    fQ, fK = elu_feature_map(Q), elu_feature_map(K)   # whatever feature_map it is given
+    S = np.zeros((*fK.shape[:-2], K.shape[-1], V.shape[-1]), dtype=np.result_type(Q, K, V))
+    z = np.zeros((*fK.shape[:-2], K.shape[-1]), dtype=S.dtype)
+    pieces = []
+    for start in range(0, Q.shape[-2], chunk_size):
+        q, k, v = (X[..., start:start + chunk_size, :] for X in (fQ, fK, V))
+        A = np.tril(q @ np.swapaxes(k, -1, -2))
+        pieces.append((q @ S + A @ v) / ((q * z[..., None, :]).sum(-1, keepdims=True) + A.sum(-1, keepdims=True) + eps))
+        S, z = S + np.swapaxes(k, -1, -2) @ v, z + k.sum(axis=-2)
+    return np.concatenate(pieces, axis=-2)
 
 
 def chunked_whole_matrix(Q, K, V, chunk_size=64, feature_map=elu_feature_map, eps=1e-6):
@@ -336,8 +361,17 @@ delta_no_value_error = _delta(validate=False)
 
 def delta_rule_float64(Q, K, V, beta, gate=None):
     # right values, computed and returned in float64 whatever the inputs' dtype
-    return CORRECT["delta_rule"](*(np.asarray(X, dtype=np.float64) for X in (Q, K, V, beta)),
-                                 None if gate is None else np.asarray(gate, dtype=np.float64))
+    beta = np.asarray(beta, dtype=np.float64)
+    gate = np.ones_like(beta) if gate is None else np.asarray(gate, dtype=np.float64)
+    if np.any(~((beta >= 0) & (beta <= 1))) or np.any(~((gate > 0) & (gate <= 1))):
+        raise ValueError("beta must be in [0, 1] and gate in (0, 1]")
+    S = np.zeros((*K.shape[:-2], K.shape[-1], V.shape[-1]))
+    outs = []
+    for t in range(Q.shape[-2]):
+        k, b, g = K[..., t, :, None], beta[..., t, None, None], gate[..., t, None, None]
+        S = g * (S - b * k * (np.swapaxes(k, -1, -2) @ S)) + b * k * V[..., t, None, :]
+        outs.append((Q[..., t, None, :] @ S)[..., 0, :])
+    return np.stack(outs, axis=-2)
 
 
 def delta_rule_accepts_nan_beta(Q, K, V, beta, gate=None):
@@ -395,7 +429,7 @@ MISTAKES = {
                            "a query that sees no key gets an all-zero output"),
     "linear-whole-matrix": (LINEAR, linear_attention_whole_matrix, "check_linear_attention_memory", MEMORY),
     "linear-cumulative-states": (LINEAR, linear_attention_cumulative_states, "check_linear_attention_memory",
-                                 MEMORY),
+                                 "did not run within 96 MiB on T=4096, d_k=d_v=64"),
     "linear-ignores-feature-map": (LINEAR, linear_attention_ignores_feature_map, "check_linear_attention",
                                    "feature_map is ignored"),
     "step-read-before-write": (STEP, step_read_before_write, "check_linear_attention_step",
