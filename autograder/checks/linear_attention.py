@@ -31,8 +31,8 @@ second sandbox under ``grade``, a forked child for a plain function) on two
 cases: 64 MiB at ``T = 16384, d = 8``, where one ``(T, T)`` array of float64
 takes 2 GiB (a boolean mask 256 MiB), and 96 MiB at ``T = 4096, d = 64``,
 where the ``T`` states ``(T, d_k, d_v)`` of a cumulative sum of outer products
-take 128 MiB (and a ``(T, T)`` float64 array as much); the reference holds
-about 4 and 8 MiB there beyond its inputs.
+take 128 MiB (and a ``(T, T)`` float64 array as much); the reference holds a
+few MiB there beyond its inputs.
 The notebook's check cells measure the same rule with ``peak_memory`` on
 smaller cases and fail beyond three times the size of the inputs.
 """

@@ -140,30 +140,18 @@ def flash_sum_not_rescaled(Q, K, V, block_size=64, causal=False):
     return output, logsumexp
 
 
-def flash_output_not_rescaled(Q, K, V, block_size=64, causal=False):
-    T_q, d = Q.shape[-2:]
-    T_k, lead = K.shape[-2], Q.shape[:-2]
-    output, logsumexp = np.zeros((*lead, T_q, V.shape[-1])), np.zeros((*lead, T_q))
-    for q0 in range(0, T_q, block_size):
-        q = Q[..., q0:q0 + block_size, :] / math.sqrt(d)
-        n = q.shape[-2]
-        top, total = np.full((*lead, n, 1), -np.inf), np.zeros((*lead, n, 1))
-        accumulated = np.zeros((*lead, n, V.shape[-1]))
-        for k0 in range(0, T_k, block_size):
-            scores = q @ np.swapaxes(K[..., k0:k0 + block_size, :], -1, -2)
-            if causal:
-                position = T_k - T_q + np.arange(q0, q0 + n)
-                scores = np.where(position[:, None] >= np.arange(k0, k0 + scores.shape[-1]), scores, -np.inf)
-            new_top = np.maximum(top, scores.max(axis=-1, keepdims=True))
-            shift = np.where(np.isinf(new_top), 0.0, new_top)
-            weights = np.exp(scores - shift)
-            total = np.exp(top - shift) * total + weights.sum(axis=-1, keepdims=True)
-            accumulated = accumulated + weights @ V[..., k0:k0 + block_size, :]  # the mistake: not rescaled
-            top = new_top
-        output[..., q0:q0 + n, :] = np.where(total > 0, accumulated / np.where(total > 0, total, 1), 0.0)
-        with np.errstate(divide="ignore"):
-            logsumexp[..., q0:q0 + n] = (top + np.log(total))[..., 0]
-    return output, logsumexp
+def _output_not_rescaled():
+    """flash_sum_not_rescaled with the other rescaling left out: the sum's kept, the output's dropped."""
+    notebook = submission(SLUG, {**students.CORRECT, "flash_attention": flash_sum_not_rescaled})
+    for cell in notebook.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "flash_attention":
+            for wrong, right in (("total = total + weights.sum(axis=-1, keepdims=True)  # the mistake: not rescaled",
+                                  "total = np.exp(top - shift) * total + weights.sum(axis=-1, keepdims=True)"),
+                                 ("accumulated = np.exp(top - shift) * accumulated + weights @ V[..., k0:k0 + block_size, :]",
+                                  "accumulated = accumulated + weights @ V[..., k0:k0 + block_size, :]  # the mistake")):
+                assert wrong in cell.source
+                cell.source = cell.source.replace(wrong, right)
+    return notebook
 
 
 def gqa_tiled(Q, K, V, params, num_heads, num_kv_heads, mask=None):
@@ -196,8 +184,7 @@ def graded(tmp_path_factory):
         write(folder, name, notebook, SLUG)
     write(folder, "sum-not-rescaled", submission(SLUG, {**students.CORRECT, "flash_attention": flash_sum_not_rescaled}),
           SLUG)
-    write(folder, "output-not-rescaled", submission(SLUG, {**students.CORRECT,
-                                                           "flash_attention": flash_output_not_rescaled}), SLUG)
+    write(folder, "output-not-rescaled", _output_not_rescaled(), SLUG)
     write(folder, "keys-scaled-once", submission(SLUG, {**students.CORRECT, "flash_attention_backward":
                                                         students.flash_backward_keys_scaled_once}), SLUG)
     write(folder, "gqa-tiled", submission(SLUG, {**students.CORRECT,

@@ -1,8 +1,8 @@
 """What students write for the exercise on linear attention and the delta rule.
 
 `CORRECT` holds correct implementations written unlike the reference (the
-feature map through ``np.piecewise``-like masks, causal linear attention as a
-cumulative sum of the outer products, a step with ``np.einsum``, the chunked
+feature map through ``np.piecewise``-like masks, causal linear attention by
+running sums of the outer products (one state, updated key by key), a step with ``np.einsum``, the chunked
 form keeping the state as a running sum of chunk states, the delta rule
 written as ``S + beta k (v − k S)`` with the gate first): the hidden checks
 must accept them. `MISTAKES` holds plausible wrong implementations, each of
@@ -26,7 +26,7 @@ def elu_feature_map(X):
 
 
 def linear_attention(Q, K, V, causal=False, feature_map=elu_feature_map, eps=1e-6):
-    # causal: running sums of the outer products, one (d_k, d_v) state per position (linear in T)
+    # causal: running sums of the outer products, one (d_k, d_v) state updated key by key (linear in T)
     fQ, fK = feature_map(Q), feature_map(K)
     T_q, T_k = Q.shape[-2], K.shape[-2]
     if not causal:
@@ -465,7 +465,7 @@ MISTAKES = {
 }
 
 # Mistakes also graded end to end, in tests/engine/test_grade.py (the one that forms the whole
-# (T, T) matrix is caught there by call_in_memory's second sandbox; the visible memory check only prints a hint).
+# (T, T) matrix fails the visible memory check there, and the hidden one in call_in_memory's second sandbox).
 GRADED_MISTAKES = ["elu-relu", "linear-whole-matrix", "delta-no-erase"]
 MISTAKES["delta-no-erase"] = (DELTA, delta_rule_no_erase, "check_delta_rule", "nothing is erased")
 
