@@ -152,12 +152,20 @@ def test_untouched_student_notebook_scores_zero(graded, slug):
 def test_each_mistake_loses_points_with_a_reason(graded, slug, mistake):
     _, grades, details, _ = graded
     student, checks = f"submitted-{mistake}", details[f"submitted-{mistake}", slug]
-    failing = "test_" + implementations(slug).MISTAKES[mistake][2].removeprefix("check_")
+    failing = _check_cell(slug, implementations(slug).MISTAKES[mistake][2])
     assert grades[student, slug]["status"] == "graded"
     assert 0 < float(grades[student, slug]["score"]) < max_score(slug)
     assert checks[failing]["score"] == "0"
     assert checks[failing]["message"]  # one sentence saying why
     assert "Traceback" not in checks[failing]["message"]
+
+
+def _check_cell(slug, check):
+    """The grade_id of the check cell whose hidden part calls `check` (a task's resource rule is a
+    check of its own, in the task's cell)."""
+    notebook = nbformat.read(COURSE.notebook(slug), as_version=4)
+    return next(cell.metadata["nbgrader"]["grade_id"] for cell in notebook.cells
+                if cell.metadata.get("nbgrader", {}).get("grade") and f"{check}(" in cell.source)
 
 
 @pytest.mark.parametrize("student", STATES)
