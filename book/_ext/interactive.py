@@ -155,7 +155,8 @@ def encoding_similarity(table, max_offset):
         x=alt.X("offset:Q", title="offset k between the two positions"),
         y=alt.Y("similarity:Q", title="dot product / its value at k = 0"), color=colour)
     chosen = sums.transform_filter("datum.offset == offset")
-    dots = chosen.mark_point(filled=True, size=90).encode(x="offset:Q", y="similarity:Q", color=colour)
+    dots = chosen.mark_point(filled=True, size=90, opacity=1).encode(   # Vega-Lite draws points at 0.7
+        x="offset:Q", y="similarity:Q", color=colour)
     values = chosen.mark_text(align="left", dx=8, dy=-10).encode(
         x="offset:Q", y="similarity:Q", color=colour, text=alt.Text("similarity:Q", format=".3f"))
     terms = base.transform_filter("datum.offset == offset").mark_bar().encode(
