@@ -92,7 +92,8 @@ def alignment_explorer(source_words, target_words, weights):
     values = base.mark_text(baseline="middle").encode(
         x=alt.X("source:N", sort=sources), y=alt.Y("target:N", sort=targets),
         text=alt.Text("weight:Q", format=".2f"),
-        color=alt.condition("datum.weight > 0.5", alt.value("white"), alt.value("black")))
+        # white on the dark cells of the chosen word; the others' fill is faded, light under black
+        color=alt.condition(chosen & (alt.datum.weight > 0.5), alt.value("white"), alt.value("black")))
     bars = base.mark_bar(color=BLUE).encode(
         x=alt.X("source:N", sort=sources, title="source word j", axis=alt.Axis(labelAngle=-30)),
         y=alt.Y("weight:Q", scale=alt.Scale(domain=[0, 1]), title="weight α_ij of the chosen word"),
