@@ -2,9 +2,9 @@
 #   make book   builds the website into _build/html
 #               (make class-book: the class edition, without the graded code)
 #   make test   runs every test
-#   make publish  pushes the website to the gh-pages branch (GitHub Pages)
 # Both create the virtual environment .venv from requirements.txt when needed,
 # after installing the Debian packages the course needs.
+# `make publish` then puts the website on the gh-pages branch (GitHub Pages).
 
 PYTHON ?= python3
 VENV := .venv
