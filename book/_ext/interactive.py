@@ -239,11 +239,10 @@ def flash_stepper(table, num_blocks):
     colour = alt.Color("query:N", title="query", legend=alt.Legend(orient="top"),
                        scale=alt.Scale(range=[BLUE, ORANGE, GREY, LIGHTER_GREY]))
 
-    def panel(quantity, log):
+    def panel(quantity, log, tick_format=alt.Undefined):
         rows = base.transform_filter(alt.datum.quantity == quantity)
-        # A log axis in one format, powers of ten (d3's default writes 0.000001 beside 1e-8).
         y = alt.Y("value:Q", title=quantity, scale=alt.Scale(type="log") if log else alt.Undefined,
-                  axis=alt.Axis(format=".0e") if log and quantity.startswith("distance") else alt.Undefined)
+                  axis=alt.Axis(format=tick_format))
         seen = rows.transform_filter("datum.block <= blocks_seen").mark_line(point=True).encode(
             x=alt.X("block:Q", title="key blocks seen", scale=alt.Scale(domain=[1, num_blocks]),
                     axis=alt.Axis(tickMinStep=1, format="d")), y=y, color=colour)
@@ -252,8 +251,9 @@ def flash_stepper(table, num_blocks):
         ahead = rows.mark_line(strokeDash=[2, 3], strokeWidth=1).encode(x="block:Q", y=y, color=colour)
         return (ahead + seen).properties(width=150, height=170)
 
+    # Sixteen decades in one format, powers of ten (d3's default writes 0.000001 beside 1e-8).
     return alt.hconcat(panel("running max m", False), panel("running sum ℓ", True),
-                       panel("distance to exact output", True)).add_params(step)
+                       panel("distance to exact output", True, tick_format=".0e")).add_params(step)
 
 
 def _visible(character):
