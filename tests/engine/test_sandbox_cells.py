@@ -37,7 +37,7 @@ def test_a_cell_that_needs_ipython_gets_it_and_keeps_the_notebook():
         "print(mine(), In, z, type(get_ipython()).__name__)",
     ])
     assert [error for _, error in cells] == [None] * 4
-    assert cells[3][0] == "1 mine too 3 InteractiveShell\n"
+    assert cells[3][0] == "1 mine too 3 KernelShell\n"  # a kernel's shell (kernel_shell)
     assert functions == ["mine"]  # not get_ipython, exit, quit, open: IPython's own names
 
 
