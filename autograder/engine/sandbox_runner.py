@@ -75,6 +75,7 @@ import signal
 import socket
 import sys
 import time
+import tokenize
 import types
 import warnings
 
@@ -259,6 +260,9 @@ def kernel_shell():
             OUTPUTS.clear()
 
     class Hook(DisplayHook):
+        def quiet(self):  # IPython reads the history, which is not kept
+            return quiet(CELL[0])
+
         def write_output_prompt(self):
             pass
 
@@ -388,11 +392,26 @@ def run_command(argv, stdin=None, merged=True):
     return answer["stdout"], answer["stderr"], answer["status"]
 
 
+CELL = [""]  # the source of the cell running now
+
+
+def quiet(source):
+    """Whether the cell ends in a semicolon, which hides its last value (IPython's
+    DisplayHook.semicolon_at_end_of_expression, without importing IPython)."""
+    skipped = (tokenize.ENDMARKER, tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):  # IPython's syntax
+        return False
+    last = next((token for token in reversed(tokens) if token[0] not in skipped), None)
+    return last is not None and last[0] == tokenize.OP and last[1] == ";"
+
+
 def compiled(source):
     """The code objects of a cell, as IPython runs it: all but a last expression as
     statements, that one displayed. SyntaxError if it is not plain Python."""
     tree = compile(source, "<cell>", "exec", ast.PyCF_ONLY_AST | FUTURE[0], dont_inherit=True)
-    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) and not quiet(source) else None
     codes = [compile(tree, "<cell>", "exec", FUTURE[0], dont_inherit=True)]
     if last is not None:
         codes.append(compile(ast.Interactive([last]), "<cell>", "single", FUTURE[0], dont_inherit=True))
@@ -402,6 +421,7 @@ def compiled(source):
 
 def run_cell(source):
     """Run a cell in the notebook; return the exception it raised, or None."""
+    CELL[0] = source
     if SHELL is None:
         try:
             codes = compiled(source)
