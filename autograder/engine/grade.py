@@ -48,8 +48,8 @@ from .results import Check, Result, earlier_result, result_path, save, write_ato
 from .sandbox import Limits, Sandbox, SandboxStopped, Timeouts, check_available
 
 # A submission's status: `graded`, or the worst thing that happened to it.
-STATUSES = ["missing", "link", "not-a-file", "too-large", "unreadable", "crashed", "timeout", "resource-limit",
-            "invalid-structure", "graded"]
+STATUSES = ["missing", "link", "not-a-file", "too-large", "unreadable", "unsupported-kernel", "crashed", "timeout",
+            "resource-limit", "invalid-structure", "graded"]
 RESTARTS = 2  # times a sandbox that died during the hidden checks is started again
 # Sandboxes run as an ordinary user of their own: BASE_UID + the grading process's id (mod
 # UID_RANGE), so that concurrent workers, and concurrent batches, count their processes apart.
@@ -224,6 +224,11 @@ def _grade_nbgrader(course, submission, fingerprint, limits):
                 submitted = read_notebook(paths[notebook.name])
             except ValueError as error:
                 problem = ("unreadable", str(error))
+        if problem is None:
+            language, kernel_note = nbgrader_course.kernel(notebook, submitted)
+            if language != "python":
+                problem = ("unsupported-kernel", f"its kernel runs {language}, and this engine grades Python "
+                                                 "notebooks only: grade it with nbgrader")
         if problem:  # its cells score 0, as nbgrader scores a notebook not handed in
             status, reason = problem
             statuses.append(status)
@@ -249,7 +254,7 @@ def _grade_nbgrader(course, submission, fingerprint, limits):
         finally:
             sandbox.close()
         here = [status for status, _ in sandbox.events] + ["invalid-structure"] * bool(problems)
-        happened = problems + [reason for _, reason in sandbox.events]
+        happened = [kernel_note] * bool(kernel_note) + problems + [reason for _, reason in sandbox.events]
         statuses += here
         notes += [f"{notebook.name}.ipynb: {note}" for note in happened]
         seconds = {phase: seconds.get(phase, 0.0) + value for phase, value in sandbox.seconds.items()}

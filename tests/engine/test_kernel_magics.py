@@ -10,6 +10,8 @@ outputs of every code cell must be of the same kinds, with the same text where i
 deterministic (not %timeit's times) and a PNG wherever stock has one.
 """
 
+import json
+import shutil
 import textwrap
 
 import nbformat
@@ -17,6 +19,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from autograder.engine import nbgrader_course
+from autograder.engine.nbgrader_course import kernel
 from autograder.engine.sandbox import Sandbox
 from autograder.samples.plain_nbgrader import run
 from tests.engine.grading import details, run_grader
@@ -75,6 +78,9 @@ CELLS = [
     _cell("%matplotlib qt"),
     _cell("%cd /tmp\n%pwd"),
 ]
+KERNELS = {"xpy": {"name": "xpython", "display_name": "Python 3.11 (XPython)", "language": "python"},
+           "rstats": {"name": "ir", "display_name": "R", "language": "R"}}
+KERNEL_TEST = "assert x == 1"
 NONDETERMINISTIC = ("%timeit", "%time ")  # times: the same kinds of output, not the same text
 
 
@@ -87,7 +93,15 @@ def graded(tmp_path_factory):
     source = new_notebook(cells=CELLS, metadata={"kernelspec": {
         "name": "python3", "display_name": "Python 3", "language": "python"}})
     nbformat.write(source, course / "source" / NAME / f"{NAME}.ipynb")
-    run(None, course, "generate_assignment", NAME, "--force")
+    for name, kernelspec in KERNELS.items():  # graded by the engine only (stock: NoSuchKernel)
+        (course / "source" / name).mkdir()
+        nbformat.write(new_notebook(cells=[_cell("x = 1"), _cell(KERNEL_TEST, "test", 1)],
+                                    metadata={"kernelspec": kernelspec}), course / "source" / name / f"{name}.ipynb")
+    for name in (NAME, *KERNELS):
+        run(None, course, "generate_assignment", name, "--force")
+    for name in KERNELS:
+        (course / "submitted" / "right" / name).mkdir(parents=True)
+        shutil.copy(course / "release" / name / f"{name}.ipynb", course / "submitted" / "right" / name)
     released = nbformat.read(course / "release" / NAME / f"{NAME}.ipynb", as_version=4)
     for student in ("right", "blank"):
         notebook = released
@@ -174,3 +188,37 @@ def test_every_cell_has_the_outputs_a_kernel_gives(graded):
     assert len(images) == 3  # the plot's, the test's, %pylab's (and the kinds above match stock's)
     cd = next(i for i, c in enumerate(cells) if c.source.startswith("%cd"))
     assert [_text(o) for o in ours[cd]] == ["/tmp\n", "'/tmp'"]
+
+
+def test_a_python_kernel_of_another_name_is_graded_with_python_and_the_notes_say_so(graded):
+    _, _, ours, course = graded
+    assert ours["right", "xpy"]["test"]["score"] == "1"
+    notes = json.loads((course.parent / "out" / "results" / "right" / "xpy.json").read_text())["notes"]
+    assert any("kernel `xpython`" in note and "graded with" in note for note in notes), notes
+    notes = json.loads((course.parent / "out" / "results" / "right" / f"{NAME}.json").read_text())["notes"]
+    assert not any("kernel" in note for note in notes)  # python3: nothing to say
+
+
+def test_a_notebook_in_another_language_gets_a_status_and_the_batch_goes_on(graded):
+    _, _, ours, course = graded
+    row = ours["right", "rstats"]["test"]
+    assert row["score"] == "0" and "kernel runs r" in row["message"] and "Python notebooks only" in row["message"]
+    grades = (course.parent / "out" / "grades.csv").read_text()
+    assert "right,rstats,0,1,unsupported-kernel" in grades and "right,magics," in grades
+
+
+@pytest.mark.parametrize("kernelspec, language_info, language, noted", [
+    ({"name": "python3", "language": "python"}, "python", "python", False),
+    ({}, "", "python", False),                                          # none: nbgrader's default
+    ({"name": "xpython", "language": "python"}, "", "python", True),
+    ({"name": "my-course-venv", "display_name": "venv"}, "", "python", True),  # a venv's, no language
+    ({"name": "my-course-venv"}, "python", "python", True),
+    ({"name": "ir", "language": "R"}, "", "r", False),
+    ({"name": "julia-1.9", "display_name": "Julia 1.9.0"}, "", "julia-1.9", False),
+    ({"name": "julia-1.9"}, "julia", "julia", False),
+    ({"name": "bash"}, "", "bash", False),
+])
+def test_the_kernel_s_language_decides(kernelspec, language_info, language, noted):
+    spec = nbgrader_course.Notebook("n", (), {}, (), {}, kernelspec, language_info)
+    found, note = kernel(spec, new_notebook())
+    assert found == language and bool(note) == noted
