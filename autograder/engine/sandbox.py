@@ -31,6 +31,7 @@ that tries.
 import atexit
 import builtins
 import contextlib
+import fcntl
 import importlib.util
 import keyword
 import os
@@ -41,8 +42,8 @@ import selectors
 import shutil
 import signal
 import site
-import struct
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -51,8 +52,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-
-import fcntl
 
 import numpy as np
 
@@ -376,7 +375,7 @@ class Sandbox:
             ends = time.monotonic() + seconds[cell_id] * self.limits.wall_factor
             header, _ = self._receive(seconds[cell_id] * self.limits.wall_factor, where)
             while header.get("op") == "shell":  # the cell's shell commands, in its time
-                self._send(self._shell(header, ends - time.monotonic(), seconds[cell_id]))
+                self._send(self._shell(header, min(ends, self.deadline) - time.monotonic(), seconds[cell_id]))
                 header, _ = self._receive(max(ends - time.monotonic(), 0.0), where)
             if header.get("op") != "cell" or header.get("id") != cell_id:
                 self._stopped("crashed", "the notebook's process sent an unexpected message")

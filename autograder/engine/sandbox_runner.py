@@ -86,7 +86,6 @@ import wire  # noqa: E402 (numpy)
 
 OUTPUT_KEPT = 20_000  # characters of a cell's output kept for the feedback
 DISPLAY_KEPT = [8_000_000]  # characters of displayed data (figures...) kept for the executed notebook
-INLINE = "module://matplotlib_inline.backend_inline"
 # `%matplotlib` backends that draw in the notebook page (a browser's): figures are drawn inline
 NOTEBOOK_BACKENDS = ("notebook", "nbagg", "widget", "ipympl")
 
@@ -187,9 +186,12 @@ def keep_display(kind, data, metadata=None):
             size = len(value) if isinstance(value, str) else len(json.dumps(value))
         except (TypeError, ValueError):
             continue
-        if mime != "text/plain" and size > DISPLAY_KEPT[0]:
+        if mime == "text/plain" and isinstance(value, str):
+            value = value[:OUTPUT_KEPT]  # as printed text (a value's repr can be huge)
+        elif size > DISPLAY_KEPT[0]:
             continue
-        DISPLAY_KEPT[0] -= size
+        else:
+            DISPLAY_KEPT[0] -= size
         plain[str(mime)] = value
     try:
         metadata = json.loads(json.dumps(metadata or {}))
@@ -478,6 +480,15 @@ def baseline_memory():
     return int(size.split()[1]) * 1024
 
 
+def system(command):
+    """os.system: the command run as a kernel's `%%sh` runs it (this process cannot start one),
+    its output the cell's (as ipykernel forwards a process's); its wait status."""
+    out, err, status = run_command(["/bin/sh", "-c", os.fsdecode(command)], merged=False)
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    return status << 8 if status >= 0 else -status
+
+
 def main(fd):
     channel = socket.socket(fileno=fd)
     reader, writer = channel.makefile("rb"), channel.makefile("wb")
@@ -491,6 +502,7 @@ def main(fd):
     imported = time.monotonic()
     stopped = {}  # function name -> its stand-in that raises TimeoutError
     builtins.input = getpass.getpass = no_input
+    os.system = system
     sys.meta_path.insert(0, ShellOnFigures())
     sys.displayhook = display
     signal.signal(signal.SIGALRM, on_alarm)  # wall-clock time

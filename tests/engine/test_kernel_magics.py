@@ -222,3 +222,9 @@ def test_the_kernel_s_language_decides(kernelspec, language_info, language, note
     spec = nbgrader_course.Notebook("n", (), {}, (), {}, kernelspec, language_info)
     found, note = kernel(spec, new_notebook())
     assert found == language and bool(note) == noted
+
+
+def test_the_feedback_page_shows_the_figures(graded):
+    course = graded[3]
+    pages = "".join(path.read_text() for path in (course.parent / "out" / "feedback" / "right").rglob("*.html"))
+    assert pages.count("<img alt='a figure of the cell' src='data:image/png;base64,iVBOR") == 3

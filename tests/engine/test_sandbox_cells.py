@@ -75,12 +75,14 @@ def test_a_shell_command_runs_in_the_notebook_s_folders_as_its_user_without_netw
         "!ls /sandbox | grep -c sandbox_runner; tail -n +3 /proc/net/dev | cut -d: -f1",
         f"!ls -A {ROOT}; ls {ROOT / 'autograder' / 'checks'} {ROOT / 'solutions'} 2>&1 | grep -c 'No such file'",
         "!python -c 'import sys; print(sys.prefix == \"%s\")'" % sys.prefix,
+        "import os\nprint(os.system('echo from os.system; exit 3') >> 8)",
     ])
     assert cells[1] == (f"from python\r\n{UID}\r\n", "", None)
     assert cells[2][0] == "from the shell\n\n"
     assert cells[3][0].split() == ["1", "lo"]  # the notebook's files; no network but loopback
     assert cells[4][0] == f"{Path(sys.prefix).name}\r\n2\r\n"  # the environment, nothing of the course
     assert cells[5][0] == "True\r\n"
+    assert cells[6][0] == "from os.system\n3\n"  # the notebook's process starts none itself
 
 
 def test_a_shell_command_is_stopped_with_its_cell_and_none_of_its_processes_outlives_it():
