@@ -71,4 +71,4 @@ def caused_by(error, earlier):
     where, _, raised, own = defining[0]
     if not own or raised is None:
         return None
-    return f"`{name}` is not defined because your {where} raised {failure_message(raised)}"
+    return f"`{name}` is not defined because {where} raised {failure_message(raised)}"

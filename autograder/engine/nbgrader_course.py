@@ -308,7 +308,7 @@ def score(root, spec, cells, outputs):
         cell_id = nbgrader_meta(cell).get("grade_id")
         output = outputs.get(str(index)) if cell.cell_type == "code" else None
         if output is not None:
-            earlier.append((f"cell `{cell_id}`" if cell_id else f"cell {index + 1}", cell.source,
+            earlier.append((f"your cell `{cell_id}`" if cell_id else f"your cell {index + 1}", cell.source,
                             output["error"], not is_locked(cell)))
         if cell_id not in spec.points or cell_id in found:
             continue

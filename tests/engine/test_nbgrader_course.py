@@ -255,11 +255,12 @@ def test_a_name_error_names_a_cause_only_when_that_cell_alone_was_to_define_the_
     missing = {"ename": "NameError", "evalue": "name 'num_permutation' is not defined"}
     crash = {"ename": "RuntimeError", "evalue": "oops"}
     defining = "def num_permutation(n):\n    return n\nraise RuntimeError('oops')"
-    assert caused_by(missing, [("cell `combinations`", defining, crash, True)]) == (
+    assert caused_by(missing, [("your cell `combinations`", defining, crash, True)]) == (
         "`num_permutation` is not defined because your cell `combinations` raised RuntimeError: oops")
-    for earlier in ([("cell `combinations`", "x = 1", crash, True)],               # it was not to define it
-                    [("cell `combinations`", defining, None, True)],               # it did not raise
-                    [("cell `given`", defining, crash, False)],                    # not the student's
-                    [("cell `a`", defining, crash, True), ("cell `b`", "num_permutation = 1", None, True)]):
+    for earlier in ([("your cell `combinations`", "x = 1", crash, True)],  # it was not to define it
+                    [("your cell `combinations`", defining, None, True)],  # it did not raise
+                    [("a given cell", defining, crash, False)],  # not the student's
+                    [("your cell `a`", defining, crash, True),  # another cell defines it too
+                     ("your cell `b`", "num_permutation = 1", None, True)]):
         assert caused_by(missing, earlier) is None, earlier
-    assert caused_by(crash, [("cell `combinations`", defining, crash, True)]) is None
+    assert caused_by(crash, [("your cell `combinations`", defining, crash, True)]) is None
