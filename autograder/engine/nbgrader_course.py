@@ -307,6 +307,7 @@ def score(root, spec, cells, outputs):
     for index, cell in enumerate(cells):
         cell_id = nbgrader_meta(cell).get("grade_id")
         output = outputs.get(str(index)) if cell.cell_type == "code" else None
+        before = list(earlier)
         if output is not None:
             earlier.append((f"your cell `{cell_id}`" if cell_id else f"your cell {index + 1}", cell.source,
                             output["error"], not is_locked(cell)))
@@ -321,7 +322,7 @@ def score(root, spec, cells, outputs):
         elif cell.cell_type != "code":
             found[cell_id] = (0.0, MANUAL, True)
         else:
-            found[cell_id] = _test_score(output, points, pattern, earlier[:-1])
+            found[cell_id] = _test_score(output, points, pattern, before)
     rows = []
     for cell_id in spec.graded:
         # a deleted cell: nbgrader's gradebook leaves its grade to a person
