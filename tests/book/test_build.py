@@ -138,7 +138,7 @@ def test_bibliography_lists_every_paper_with_a_doi_or_arxiv_id(site):
     for entry in entries:
         links = [a["href"] for a in entry.find_all("a", href=True)]
         if not any(href.startswith(("https://doi.org/", "https://arxiv.org/abs/")) for href in links):
-            if any(title in entry.get_text(" ", strip=True) for title in unlinked.values()):
+            if any(title.lower() in entry.get_text(" ", strip=True).lower() for title in unlinked.values()):
                 continue
             without.append(entry.get_text(" ", strip=True))
             assert any(href.startswith("https://") for href in links), without[-1]
