@@ -177,12 +177,12 @@ def _grade_or_report(course, submission, fingerprint, out, key, limits, autograd
     course graded in place, its autograded/ folder under `autograded`, the course's root)."""
     try:
         graded = grade_one(course, submission, fingerprint, key, limits)
-        if autograded and graded.notebooks and submission.path and submission.path.is_dir():
-            nbgrader_course.write_autograded(autograded, nbgrader_course.load(autograded, submission.assignment),
-                                             submission, graded.notebooks)
     except Exception as error:
         graded = _not_graded(course, submission, "crashed", f"the grader failed on it ({error})")
     save(out, graded.result, *feedback.render(course, graded))
+    if autograded and graded.notebooks and submission.path.is_dir():  # failing here is the disk's, not the student's
+        nbgrader_course.write_autograded(autograded, nbgrader_course.load(autograded, submission.assignment),
+                                         submission, graded.notebooks)
     return graded.result
 
 

@@ -505,7 +505,7 @@ def write_autograded(root, spec, submission, pages):
             shutil.copyfile(path, building / relative)
         for name, (_, cells, outputs) in pages.items():
             submitted = nbformat.read(submission.path / f"{name}.ipynb", as_version=4)
-            nbformat.write(executed(submitted, cells, outputs), building / f"{name}.ipynb")
+            nbformat.write(executed(submitted, cells, outputs, ignore_pattern(root)), building / f"{name}.ipynb")
         if target.exists():
             shutil.rmtree(target)
         building.rename(target)
@@ -514,9 +514,10 @@ def write_autograded(root, spec, submission, pages):
     return target
 
 
-def executed(submitted, cells, outputs):
+def executed(submitted, cells, outputs, pattern=None):
     """The notebook `submitted` with the graded `cells` and their outputs (the sandbox's, by the
-    cell's index), as a kernel leaves them: stdout, stderr, the displayed value, the error."""
+    cell's index), as a kernel leaves them: stdout, stderr (unless it matches IgnorePattern's
+    `pattern`, which autograde removes), the displayed value, the error."""
     notebook = nbformat.v4.new_notebook(metadata=copy.deepcopy(submitted.metadata))
     notebook.nbformat_minor = submitted.nbformat_minor
     count = 0
@@ -525,7 +526,7 @@ def executed(submitted, cells, outputs):
         output = outputs.get(str(index)) if cell.cell_type == "code" else None
         if output is not None:
             count += 1
-            cell.execution_count, cell.outputs = count, _outputs(output, count)
+            cell.execution_count, cell.outputs = count, _outputs(output, count, pattern)
         if notebook.nbformat_minor < 5:
             cell.pop("id", None)
         elif "id" not in cell:
@@ -534,14 +535,16 @@ def executed(submitted, cells, outputs):
     return notebook
 
 
-def _outputs(output, count):
+def _outputs(output, count, pattern):
     from nbformat.v4 import new_output
 
-    shown, stdout = output.get("result"), output["stdout"]
+    shown, stdout, stderr = output.get("result"), output["stdout"], output["stderr"]
+    if pattern and re.search(pattern, stderr):
+        stderr = ""
     if shown is not None and stdout.endswith(shown + "\n"):  # the sandbox prints the displayed value too
         stdout = stdout[:-len(shown) - 1]
     found = [new_output("stream", name=name, text=text)
-             for name, text in (("stdout", stdout), ("stderr", output["stderr"])) if text]
+             for name, text in (("stdout", stdout), ("stderr", stderr)) if text]
     if shown is not None:
         found.append(new_output("execute_result", data={"text/plain": shown}, execution_count=count))
     error = output.get("error")

@@ -6,7 +6,9 @@ credit of samples/nbgrader_quickstart.py) with its nbgrader_config.py as an inst
 it when it was copied from a JupyterHub: `CourseDirectory.root` names the hub's folder, the
 folders have other names (`source_directory`, `release_directory`, `submitted_directory`
 under an exchange-like path, `autograded_directory`), the header notebook lives outside the
-source folder, and `ignore`, `include` and `max_file_size` filter the files handed in.
+source folder, `ignore`, `include` and `max_file_size` filter the files handed in, the code
+stub is the course's own, a deleted test cell is put back (`add_missing_cells`) and a
+pattern of stderr is ignored (`IgnorePattern`).
 
 Two copies of it are graded from the same submissions: one by stock `nbgrader autograde`,
 the other by `python -m autograder grade COURSE`; then nbgrader's own tools
@@ -41,6 +43,10 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 c.CourseDirectory.include = ["*.ipynb", "*.txt", "*.png", "*.py"]
 c.CourseDirectory.max_file_size = 1
 c.IncludeHeaderFooter.header = "templates/header.ipynb"
+c.ClearSolutions.code_stub = {{"python": "# write your answer here\\nraise NotImplementedError()"}}
+c.OverwriteCells.add_missing_cells = True
+c.IgnorePattern.enabled = True
+c.IgnorePattern.pattern = "^computing"
 """
 SUBMITTED = "exchange/course101/submitted"
 STUDENTS = (*quickstart.KINDS, "files")
@@ -110,6 +116,18 @@ def test_every_students_cells_score_and_flags_equal_stock_autograde_s_in_the_gra
     stock, ours, _ = courses
     assert sorted(gradebook(ours)) == sorted(STUDENTS)
     assert gradebook(ours) == gradebook(stock)
+
+
+def test_the_course_s_preprocessor_settings_made_a_difference_in_stock_s_grades(courses):
+    # agreement would mean little if the settings changed nothing
+    stock, _, _ = courses
+    book = gradebook(stock)
+    assert book["noisy"] == book["right"]  # IgnorePattern: its stderr is not a failure
+    assert book["deleting"]["problem1/correct_squares"] == (1.0, False)  # add_missing_cells: put back
+    stub = nbformat.read(stock / "to_students" / quickstart.ASSIGNMENT / "problem1.ipynb", as_version=4)
+    assert any("write your answer here" in cell.source for cell in stub.cells)  # ClearSolutions.code_stub
+    header = nbformat.read(stock / "templates" / "header.ipynb", as_version=4).cells[0].source
+    assert stub.cells[0].source == header  # IncludeHeaderFooter.header
 
 
 def test_the_gradebook_s_assignment_belongs_to_the_course_id(courses):
