@@ -39,8 +39,8 @@ from . import assignment as assignments_
 from . import deadlines, feedback, harness, progress, tasks, timing
 from .checking import CheckFailed
 from . import nbgrader_course
-from .collect import (FLAT, LMS_PATTERN, MAX_NOTEBOOK_BYTES, NBGRADER, SUBMITTED, Submission, collect, notebooks, problem_of,
-                      refused_rows, unpack)
+from .collect import (FLAT, LMS_PATTERN, MAX_NOTEBOOK_BYTES, NBGRADER, SUBMITTED, Submission, collect,
+                      notebooks, problem_of, refused_rows, unpack)
 from .course import ENGINE, assignments
 from .flags import flags
 from .messages import caused_by, failure_message
@@ -493,7 +493,8 @@ def _other_files(folder):
     for here, _, files in os.walk(folder):
         for name in files:
             path = Path(here) / name
-            if path.is_file() and not path.is_symlink() and not (path.parent == folder and (path.suffix == ".ipynb" or name == "timestamp.txt")):
+            own = path.parent == folder and (path.suffix == ".ipynb" or name == "timestamp.txt")
+            if path.is_file() and not path.is_symlink() and not own:
                 found.append((path.relative_to(folder).as_posix(), path))
     return sorted(found)
 

@@ -87,10 +87,6 @@ def step_folder(root, step):
     return Path(directory.format_path(getattr(directory, step), ".", ".")).resolve()
 
 
-STEPS = ("source_directory", "release_directory", "source_with_tests_directory", "submitted_directory",
-         "autograded_directory", "feedback_directory", "solution_directory")
-
-
 def source_folder(root):
     return step_folder(root, "source_directory")
 
@@ -124,11 +120,12 @@ def batch_folder(root, folder):
     relative = folder / course_directory(root).submitted_directory
     if relative.is_dir() and not relative.is_symlink():
         return relative, False
-    source = course_directory(root).source_directory
+    directory = course_directory(root)
+    source = directory.source_directory
     if (folder / CONFIG_FILE).is_file() or any((folder / source / name).is_dir() for name in assignment_names(root)):
         raise NbgraderCourseError(f"{folder} is (a copy of) an nbgrader course folder, with no "
-                                  f"{course_directory(root).submitted_directory}/ of submissions: its "
-                                  f"{source}/ and release/ are not students")
+                                  f"{directory.submitted_directory}/ of submissions: its {source}/ and "
+                                  f"{directory.release_directory}/ are not students")
     return folder, False
 
 

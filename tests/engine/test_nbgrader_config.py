@@ -234,6 +234,20 @@ def test_our_own_report_agrees_with_the_gradebook(courses):
         assert float(row["score"]) == sum(score for score, _ in book[student].values())
 
 
+def test_grading_the_course_again_keeps_what_did_not_change_and_writes_back_a_missing_folder(courses, tmp_path):
+    _, ours, out = courses
+    again, again_out = tmp_path / "course101", tmp_path / "out"
+    shutil.copytree(ours, again)
+    shutil.copytree(out, again_out)
+    shutil.rmtree(again / "graded" / "wrong")
+    (again / "gradebook.db").unlink()
+    process = run_grader("--course", again, "grade", again, "--out", again_out)
+    assert process.returncode == 0, process.stderr
+    assert f"{len(STUDENTS) - 1} submissions already graded" in process.stderr
+    assert (again / "graded" / "wrong" / quickstart.ASSIGNMENT / "problem1.ipynb").is_file()
+    assert gradebook(again) == gradebook(ours)
+
+
 # -- the folders of a course, and batches that hold nothing ----------------------------
 
 def test_a_course_folder_without_submissions_is_an_error_not_two_students(tmp_path):
