@@ -310,3 +310,18 @@ def test_a_directory_structure_other_than_nbgrader_s_default_is_refused(tmp_path
         "c = get_config()\nc.CourseDirectory.directory_structure = '{nbgrader_step}/{assignment_id}/{student_id}'\n")
     with pytest.raises(nbgrader_course.NbgraderCourseError, match="directory_structure"):
         nbgrader_course.configuration(tmp_path)
+
+
+def test_the_readme_names_for_each_setting_read_a_test_that_exists():
+    from tests.support import ROOT
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split("honours, wherever it reads the course:", 1)[1].split("\n\n", 2)[1]
+    rows = [row for row in table.splitlines() if row.startswith("| `")]
+    assert len(rows) >= 12
+    tests = "".join(path.read_text() for path in (ROOT / "tests" / "engine").glob("test_nbgrader_*.py"))
+    for row in rows:
+        named = re.findall(r"`(test_\w+)`", row)
+        assert named, row
+        for name in named:
+            assert f"def {name}(" in tests, name
