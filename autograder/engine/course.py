@@ -274,7 +274,7 @@ def nbgrader(course, course_dir, *args, timeout=None):
     course's nbgrader_config.py says (a configuration copied from a hub names
     the hub's folder), as the engine reads every course (nbgrader_course.configuration).
     """
-    if args and args[0] != "quickstart":  # quickstart makes a course: it has no root yet
+    if args and not args[0].startswith("-") and args[0] != "quickstart":  # quickstart makes a course: no root yet
         args = (*args, f"--CourseDirectory.root={Path(course_dir).resolve()}")
     env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
     if course is not None:
