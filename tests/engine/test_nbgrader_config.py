@@ -10,8 +10,9 @@ source folder, `ignore`, `include` and `max_file_size` filter the files handed i
 stub is the course's own, a deleted test cell is put back (`add_missing_cells`) and a
 pattern of stderr is ignored (`IgnorePattern`).
 
-Two copies of it are graded from the same submissions: one by stock `nbgrader autograde`,
-the other by `python -m autograder grade COURSE`; then nbgrader's own tools
+Two copies of it are graded from the same submissions: one by stock `nbgrader autograde`
+(given its folder as `--CourseDirectory.root`, as the engine runs every nbgrader), the other
+by `python -m autograder grade COURSE`; then nbgrader's own tools
 (`generate_feedback`, `export`, the formgrader's API) run on each, and what they show must
 agree: every cell's score and manual-grading flag, the feedback's totals, the export.
 """
