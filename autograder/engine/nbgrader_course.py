@@ -513,8 +513,7 @@ def write_autograded(root, spec, submission, pages):
 
 def executed(submitted, cells, outputs, pattern=None):
     """The notebook `submitted` with the graded `cells` and their outputs (the sandbox's, by the
-    cell's index), as a kernel leaves them: stdout, stderr (unless it matches IgnorePattern's
-    `pattern`, which autograde removes), the displayed value, the error."""
+    cell's index), as a kernel leaves them (`_outputs`)."""
     notebook = nbformat.v4.new_notebook(metadata=copy.deepcopy(submitted.metadata))
     notebook.nbformat_minor = submitted.nbformat_minor
     count = 0
@@ -533,19 +532,16 @@ def executed(submitted, cells, outputs, pattern=None):
 
 
 def _outputs(output, count, pattern):
-    from nbformat.v4 import new_output
-
-    shown, stdout, stderr = output.get("result"), output["stdout"], output["stderr"]
-    if pattern and re.search(pattern, stderr):
-        stderr = ""
-    if shown is not None and stdout.endswith(shown + "\n"):  # the sandbox prints the displayed value too
-        stdout = stdout[:-len(shown) - 1]
-    found = [new_output("stream", name=name, text=text)
-             for name, text in (("stdout", stdout), ("stderr", stderr)) if text]
-    if shown is not None:
-        found.append(new_output("execute_result", data={"text/plain": shown}, execution_count=count))
-    error = output.get("error")
-    if error is not None:
-        found.append(new_output("error", ename=error["ename"], evalue=error["evalue"],
-                                traceback=[f"{error['ename']}: {error['evalue']}"]))
-    return found
+    """The cell's outputs as the sandbox gives them (nbformat's: streams, displays, the displayed
+    value, the error), without the stderr streams IgnorePattern's `pattern` removes (as autograde
+    does, stream by stream)."""
+    kept = []
+    for item in output.get("outputs") or []:
+        ignored = item["output_type"] == "stream" and item["name"] == "stderr" and pattern
+        if ignored and re.search(pattern, item["text"]):
+            continue
+        item = nbformat.from_dict(copy.deepcopy(item))
+        if item.output_type == "execute_result":
+            item.execution_count = count
+        kept.append(item)
+    return kept

@@ -55,6 +55,7 @@ STUDENTS = (*quickstart.KINDS, "files")
 HANDED_IN = {"own.txt": ("mine\n", True), "scratch.txt": ("ignored\n", False),
              "notes.md": ("not included\n", False), "big.txt": ("x" * 2000, False)}
 LISTER = "import os\nprint('beside:', sorted(f for f in os.listdir('.') if not f.endswith('.ipynb')))"
+PLOT = "%matplotlib inline\nimport matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()"
 
 
 def make_course(folder):
@@ -83,10 +84,11 @@ def courses(tmp_path_factory):
         for kind in STUDENTS:
             notebooks = quickstart.submission(made, released, "right" if kind == "files" else kind)
             if kind == "files":
-                lister = new_code_cell(LISTER)
-                if notebooks["problem1"].nbformat_minor < 5:
-                    del lister["id"]
-                notebooks["problem1"].cells.insert(1, lister)
+                for position, source in ((1, LISTER), (2, PLOT)):
+                    cell = new_code_cell(source)
+                    if notebooks["problem1"].nbformat_minor < 5:
+                        del cell["id"]
+                    notebooks["problem1"].cells.insert(position, cell)
             target = quickstart.write_submitted(copy / SUBMITTED, kind, notebooks,
                                                 "2026-01-01 10:00:00.000000 UTC" if kind == "right" else None)
             if kind == "files":
@@ -161,6 +163,11 @@ def test_the_executed_notebook_keeps_each_cell_s_outputs_as_the_kernel_left_them
         ours / "graded" / "crashing" / quickstart.ASSIGNMENT / "problem1.ipynb", as_version=4).cells}
     assert [output.output_type for output in cells["squares"].outputs] == ["error"]
     assert cells["squares"].outputs[0].ename == "RuntimeError"
+    for course in courses[:2]:  # a figure is kept as a kernel keeps it, under stock and under the engine
+        plot = nbformat.read(course / "graded" / "files" / quickstart.ASSIGNMENT / "problem1.ipynb",
+                             as_version=4).cells[2]
+        assert [output.output_type for output in plot.outputs] == ["display_data"], course
+        assert "image/png" in plot.outputs[0].data
     right = {nbgrader_course.nbgrader_meta(cell).get("grade_id"): cell for cell in nbformat.read(
         ours / "graded" / "right" / quickstart.ASSIGNMENT / "problem1.ipynb", as_version=4).cells}
     assert right["squares_partly"].outputs[0].data["text/plain"] == "1.5"
