@@ -322,6 +322,10 @@ def read_notebook(path):
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
             raise ValueError(f"larger than {MAX_NOTEBOOK_BYTES} bytes")
         notebook = nbformat.read(path, as_version=4)
+        if notebook.nbformat_minor < 5 and any("id" in cell for cell in notebook.cells):
+            # nbgrader's generate_assignment gives a 4.4 notebook's cells ids, which 4.5 brought in;
+            # Jupyter and stock autograde read such a notebook as 4.5, and so do we.
+            notebook.nbformat_minor = 5
         nbformat.validate(notebook)
     except Exception as error:  # invalid JSON, not a notebook, empty, unreadable
         raise ValueError(f"the file is not a valid notebook ({_first_line(error)})") from None
