@@ -567,6 +567,7 @@ def main(fd):
                            "result": SHOWN[0] if isinstance(SHOWN[0], str) else None,
                            "outputs": list(OUTPUTS),
                            "seconds": time.monotonic() - started, "cpu_seconds": time.process_time() - cpu})
+        del error  # its traceback's frames hold the cell's arrays, which the calls after it would pay for
     CHANNEL.clear()
     OUTPUTS.clear()
     given |= set(SHELL.user_ns_hidden) if SHELL else set()
