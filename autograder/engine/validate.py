@@ -53,8 +53,7 @@ def validate(course, path, name=None, limits=Limits()):
             verdict = "ok (visible checks; more checks run at grading)"
         if not verdict.startswith("ok"):
             passed = False
-            url = tasks.section_url(course, name, test.grade_id)
-            verdict += f" (the chapter explains it: {url})" if url else ""
+            verdict += tasks.explained_in(course, name, test.grade_id)
         lines.append(f"{title} [{test.grade_id}, {test.points:g} point{'s' * (test.points != 1)}]: {verdict}")
     lines.append(assignments_.hidden_points_sentence(spec.hidden_points, spec.max_score))
     return passed and not problems and not sandbox.events, lines
