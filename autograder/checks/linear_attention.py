@@ -168,7 +168,7 @@ def _attention_cases(rng):
     ]
 
 
-def check_linear_attention(linear_attention):
+def check_linear_attention(linear_attention, memory=True):
     rng = seeded(SEED + 1)
     own = _own_feature_map(linear_attention)
     given, phi = _feature_map(linear_attention)
@@ -185,8 +185,8 @@ def check_linear_attention(linear_attention):
                  _direct(Q, K, V, causal, feature_map=phi),
                  f"the output on {description}", dtype=np.float32,
                  variant=own and (lambda: _direct(Q, K, V, causal, feature_map=own)))
-    for causal in (False, True):
-        _check_linear_memory(linear_attention, causal=causal)
+    if memory:  # the check cell runs it as its resource rule (check_linear_attention_memory)
+        check_linear_attention_memory(linear_attention)
 
 
 # -- one step ------------------------------------------------------------------------
@@ -308,7 +308,7 @@ def _chunked_mistakes(Q, K, V, chunk_size):
              "remaining positions")]
 
 
-def check_chunked_linear_attention(chunked_linear_attention):
+def check_chunked_linear_attention(chunked_linear_attention, memory=True):
     rng = seeded(SEED + 3)
     own = _own_feature_map(chunked_linear_attention)
     given, phi = _feature_map(chunked_linear_attention)
@@ -330,7 +330,8 @@ def check_chunked_linear_attention(chunked_linear_attention):
                   **given),
              _direct(Q, K, V, True, feature_map=phi), "the output on float32 inputs, T=10, chunk_size=4", dtype=np.float32,
              variant=own and (lambda: _direct(Q, K, V, True, feature_map=own)))
-    _check_linear_memory(chunked_linear_attention, chunk_size=MEMORY_CHUNK)
+    if memory:  # the check cell runs it as its resource rule (check_chunked_linear_attention_memory)
+        check_chunked_linear_attention_memory(chunked_linear_attention)
 
 
 # -- the memory, decided outside the student's code ------------------------------------
@@ -350,6 +351,19 @@ def _check_linear_memory(function, **kwargs):
     own = _own_feature_map(function)
     _compare(result, expected, f"the output on {description}", hint="it should equal the reference's",
              variant=own and (lambda: reference.linear_attention(Q, K, V, causal=causal, feature_map=own)))
+
+
+# The resource rules: `validate` runs them too, on these sizes (assignment.RESOURCE_RULE).
+
+def check_linear_attention_memory(linear_attention):
+    """linear_attention within MEMORY_LIMIT at T = MEMORY_T, causal and not, and right there."""
+    for causal in (False, True):
+        _check_linear_memory(linear_attention, causal=causal)
+
+
+def check_chunked_linear_attention_memory(chunked_linear_attention):
+    """chunked_linear_attention within MEMORY_LIMIT at T = MEMORY_T, and right there."""
+    _check_linear_memory(chunked_linear_attention, chunk_size=MEMORY_CHUNK)
 
 
 # -- the delta rule ------------------------------------------------------------------

@@ -195,7 +195,7 @@ def grade_one(course, submission, fingerprint, key, limits=Limits()):
             if not sandbox.alive and restarts < RESTARTS:
                 sandbox, restarts = _restart(sandbox), restarts + 1
             sandbox.task = tasks.titles(course, submission.assignment).get(test.grade_id)  # for its messages
-            checks.append(_run_test(test, visible.get(test.grade_id), sandbox, secret))
+            checks.append(run_test(test, visible.get(test.grade_id), sandbox, secret))
         seconds = {**seconds, "checks": time.monotonic() - started}
     finally:
         sandbox.close()
@@ -287,7 +287,7 @@ def _restart(sandbox):
                     hidden=sandbox.hidden)
     fresh.events, fresh.deadline = sandbox.events, sandbox.deadline  # no new time
     fresh.stopped = sandbox.stopped  # nor new calls of what ran out of time
-    fresh.places = sandbox.places
+    fresh.places, fresh.own_cells = sandbox.places, sandbox.own_cells
     try:
         fresh.run()
     except SandboxStopped:
@@ -295,7 +295,7 @@ def _restart(sandbox):
     return fresh
 
 
-def _run_test(test, visible, sandbox, secret):
+def run_test(test, visible, sandbox, secret):
     """The Check of one check cell: its visible part ran in the sandbox, its hidden part runs here,
     on inputs drawn with the submission's `secret`. Where the visible part failed, its message
     stands, with the mistake the hidden part names when it names one (`_with_cause`)."""
@@ -344,6 +344,7 @@ def sandbox_for(course, name, cells, limits):
                                limits)
     sandbox = Sandbox(code, limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=timeouts, hidden=course.packages)
     sandbox.places = tasks.places(course, name, cells)  # its messages name the task, not a cell number
+    sandbox.own_cells = assignments_.own_cells(assignments_.load(course, name), cells)  # errors' places
     return sandbox
 
 

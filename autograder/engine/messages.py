@@ -16,4 +16,7 @@ def failure_message(error):
         return "the cell ran out of memory (it has a limit while it is graded)"
     if name == "NotImplementedError" and not value:
         return "not implemented yet (the function still raises NotImplementedError)"
-    return f"{name}: {value.splitlines()[0]}" if value else name
+    message = f"{name}: {value.splitlines()[0]}" if value else name
+    if error.get("inputs"):  # a visible check called their function: with what, and where it raised
+        message += f", raised in {error['inputs']}"
+    return message + (f", at {error['place']}" if error.get("place") else "")

@@ -49,3 +49,25 @@ def test_get_ipython_hooks_apply_to_the_cells_after():
     ])
     assert cells[1] == ("2\n", None)
     assert functions == ["double"]
+
+
+def test_an_exception_says_the_students_line_and_the_inputs_of_the_call_that_raised():
+    """A visible check (a course cell) calls the student's function, which raises: the error names
+    the line of their cell that raised and the call's inputs (shapes and values), never a line of
+    the course's cells; a call by the grader gets the line only (its inputs are the hidden checks')."""
+    import numpy as np
+    import pytest
+
+    own = ("import numpy as np\n\ndef attend(Q, chunk_size, scale=None):\n    total = Q.sum(-1)\n"
+           "    return Q + np.ones((chunk_size, chunk_size))")
+    with Sandbox([("0", own), ("1", "Q = np.zeros((2, 10, 4))\nattend(Q, chunk_size=4)")], uid=UID) as sandbox:
+        sandbox.places = {"0": "your answer cell of task “Attend”", "1": "the check cell of task “Attend”"}
+        sandbox.own_cells = ["0"]
+        error = sandbox.run()[1]["error"]
+        assert error["ename"] == "ValueError"
+        assert error["place"] == ("line 5 of attend in your answer cell of task “Attend”: "
+                                  "return Q + np.ones((chunk_size, chunk_size))")
+        assert error["inputs"] == "attend(Q: array (2, 10, 4) float64, chunk_size=4, scale=None)"
+        with pytest.raises(ValueError, match=r"; at line 5 of attend in your answer cell") as raised:
+            sandbox.functions["attend"](np.zeros((3, 3, 3)), 4)
+        assert "array" not in str(raised.value)
