@@ -35,7 +35,6 @@ NO_VISIBLE_EXAMPLE = {  # (slug, mistake) -> what no visible check shows
     ("scaled_dot_product", "softmax-wrong-axis"): "softmax along an axis other than the last",
     ("multi_head", "mha-merge-without-transpose"): "heads merged by a reshape alone",
     ("multi_head", "mha-no-value-bias"): "b_v left out of the values",
-    ("positional_encoding", "pe-add-in-place"): "add_positional_encoding modifying its input",
     ("positional_encoding", "rope-positions-flattened"): "rotary_embedding with positions of shape (B, T)",
     ("transformer_decoder", "greedy-ignores-src-mask"): "greedy_decode whose src_mask changes the tokens",
     ("transformer_decoder", "greedy-no-eos-padding"): "greedy_decode where a finished row must be padded with "
@@ -69,9 +68,6 @@ NO_VISIBLE_EXAMPLE = {  # (slug, mistake) -> what no visible check shows
     "slot",
     ("language_model", "beam-search-pad-0"): "a beam search whose rows end at different lengths (padded with "
     "eos_id)",
-    ("language_model", "filter-logits-in-place"): "filter_logits modifying its input",
-    ("language_model", "filter-logits-no-validation"): "filter_logits with top_k or top_p out of range",
-    ("language_model", "filter-logits-nucleus-before-top-k"): "filter_logits with top_k and top_p together",
     ("efficient_attention", "backward-exp-before-mask"): "a causal flash_attention_backward where a masked score "
     "is far above the ones a query sees",
     ("efficient_attention", "backward-nan-for-empty-rows"): "flash_attention_backward with a query that sees no key",
