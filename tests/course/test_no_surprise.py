@@ -31,10 +31,8 @@ NO_VISIBLE_EXAMPLE = {  # (slug, mistake) -> what no visible check shows
     "its time axis still broadcasts",
     ("bahdanau", "bahdanau-score-tanh-of-each-term"): "tanh of each term instead of tanh of the sum",
     ("bahdanau", "bahdanau-step-default-cell-rnn"): "bahdanau_decode_step called without `cell` (default 'gru')",
-    ("luong", "luong-attention-unstable"): "luong_attention on scores of about 1e4",
     ("scaled_dot_product", "softmax-wrong-axis"): "softmax along an axis other than the last",
     ("multi_head", "mha-merge-without-transpose"): "heads merged by a reshape alone",
-    ("multi_head", "mha-no-value-bias"): "b_v left out of the values",
     ("positional_encoding", "rope-positions-flattened"): "rotary_embedding with positions of shape (B, T)",
     ("transformer_decoder", "greedy-ignores-src-mask"): "greedy_decode whose src_mask changes the tokens",
     ("transformer_decoder", "greedy-no-eos-padding"): "greedy_decode where a finished row must be padded with "

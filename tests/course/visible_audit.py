@@ -41,7 +41,9 @@ def flagged(course, name, substitutions):
     namespace = {"__name__": "__main__"}
     code = [cell for cell in source.cells if cell.cell_type == "code"]
     for index, cell in enumerate(code):
-        _run(cell, namespace)
+        error = _run(cell, namespace)
+        if error is not None:  # the reference must pass, or every wrong implementation would seem flagged
+            raise AssertionError(f"{name}: the cell {assignments_.grade_id(cell)} fails on the reference: {error!r}")
         task = assignments_.grade_id(cell)
         here = [(label, wrong) for label, wrong in pending if task in wrong and _last_task(wrong, code) == task]
         for label, wrong in here:
