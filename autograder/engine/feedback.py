@@ -93,7 +93,8 @@ def feedback_html(course, result, cells, outputs):
     Of the notebook it shows the student's cells (answers and their own cells) with
     their outputs, and each check cell's result under its task's title: the course's
     cells (text, helpers, given code, the check cells' code) are the released
-    notebook's, which the student has; only a course cell that failed shows, by its error.
+    notebook's, which the student has; only a course cell that failed shows, by its error. (An
+    nbgrader course's page shows every cell, test cells too, as nbgrader's feedback does.)
     """
     # a student's HTML stays text, and no image is fetched from anywhere (the CSP forbids it too)
     markdown = MarkdownIt("commonmark", {"html": False}).enable("table").disable("image")
@@ -103,7 +104,7 @@ def feedback_html(course, result, cells, outputs):
              _checks_table(course, result), _notes(result), "<h2>Your notebook, as graded</h2>"]
     titles = tasks.titles(course, result.assignment)
     for index, cell in enumerate(cells):
-        course_cell = _is_course_cell(cell)
+        course_cell = not course.nbgrader and _is_course_cell(cell)  # nbgrader shows its tests: so do we
         output = outputs.get(str(index)) or {}
         if cell.cell_type == "markdown":
             if not course_cell:

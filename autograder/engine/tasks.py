@@ -122,10 +122,11 @@ SECTION = re.compile(r"^\(([A-Za-z0-9_-]+)\)=\s*\n+#{1,6}\s+(.+?)\s*$", re.MULTI
 def section_name(course, name, check):
     """The chapter section that explains `check`, in words: “chapter”, section “section” (the
     chapter's own title alone for its first label), or '' without a chapter."""
-    headings = _headings(course, name)
-    chapter, section = headings[None], headings.get(section_label(course, name, check), "")
-    if not chapter:
+    headings = {} if course.nbgrader else _headings(course, name)
+    chapter = headings.get(None)
+    if not chapter:  # an nbgrader course, or no chapter: nothing to name
         return ""
+    section = headings.get(section_label(course, name, check), "")
     return f"“{chapter}”" + (f", section “{section}”" if section and section != chapter else "")
 
 

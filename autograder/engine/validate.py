@@ -13,12 +13,12 @@ sizes the task states and inputs of no secret.
 """
 
 
-from . import assignment as assignments_
 import dataclasses
 
+from . import assignment as assignments_
 from . import tasks
 from .course import assignments
-from .grade import run_test, read_notebook, sandbox_for
+from .grade import read_notebook, run_test, sandbox_for
 from .messages import failure_message
 from .sandbox import Limits, SandboxStopped, SandboxUnavailable, check_available
 
