@@ -61,7 +61,6 @@ any of these messages, so none of them can grant a point by itself.
 import __future__
 import ast
 import builtins
-import dis
 import io
 import os
 import resource
@@ -75,8 +74,8 @@ import warnings
 STARTED = time.monotonic()  # the interpreter is up: what follows is imports
 
 sys.path += sys.argv[2:]  # the packages' folders (NumPy...), when started without `site`
-import numpy  # noqa: E402 (the packages' folders first)
 import wire  # noqa: E402 (numpy)
+from checking import arguments_of  # noqa: E402 (the check helpers', also a runner file)
 
 OUTPUT_KEPT = 20_000  # characters of a cell's output kept for the feedback
 
@@ -264,33 +263,10 @@ def where(error, inputs=True):
                        if frames[i][0].f_code.co_filename in OWN and frames[i - 1][0].f_code.co_filename not in OWN
                        and frames[i][0].f_code.co_name != "<module>"), None)
         if inputs and called is not None:
-            found["inputs"] = f"{called.f_code.co_name}({arguments(called)})"
+            found["inputs"] = f"{called.f_code.co_name}({arguments_of(called)})"
         return found
     except Exception:  # a hostile traceback or argument: no place rather than none at all
         return {}
-
-
-def arguments(frame):
-    """The arguments `frame`'s function was called with, as shapes and values, of those it never
-    rebinds (for those, what the frame holds now is what it was given)."""
-    code = frame.f_code
-    names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
-    rebound = {instruction.argval for instruction in dis.get_instructions(code)
-               if instruction.opname in ("STORE_FAST", "DELETE_FAST", "STORE_DEREF", "DELETE_DEREF")}
-    described = []
-    for name in names:
-        value = frame.f_locals.get(name)
-        if name in rebound:
-            continue
-        if type(value) is numpy.ndarray:  # exact types only: no student's class is asked anything
-            described.append(f"{name}: array {value.shape} {value.dtype}")
-        elif value is None or type(value) in (bool, int, float) or (type(value) is str and len(value) <= 40):
-            described.append(f"{name}={value!r}")
-        elif type(value) in (dict, list, tuple):
-            described.append(f"{name}: {type(value).__name__} of {len(value)}")
-        elif type(value) in (types.FunctionType, types.BuiltinFunctionType, numpy.ufunc):
-            described.append(f"{name}={value.__name__}")
-    return ", ".join(described)
 
 
 def baseline_memory():

@@ -71,3 +71,36 @@ def test_an_exception_says_the_students_line_and_the_inputs_of_the_call_that_rai
         with pytest.raises(ValueError, match=r"; at line 5 of attend in your answer cell") as raised:
             sandbox.functions["attend"](np.zeros((3, 3, 3)), 4)
         assert "array" not in str(raised.value)
+
+
+def test_in_jupyter_a_failed_call_of_the_notebooks_function_says_on_what_and_where():
+    """The check helpers' handler of Jupyter's exceptions (cells are files of no folder there, their
+    lines in linecache): the traceback, then which call failed, on what, and the line that raised."""
+    import contextlib
+    import io
+    import linecache
+
+    import numpy as np
+
+    from autograder.engine import checking
+
+    namespace = {"np": np}
+    for name, source in (("<cell 1>", "def attend(Q, chunk_size):\n    return Q + np.ones((chunk_size, chunk_size))\n"),
+                         ("<cell 2>", "attend(np.zeros((2, 10, 4)), chunk_size=4)\n")):
+        linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+        try:
+            exec(compile(source, name, "exec"), namespace)
+        except ValueError as error:
+            caught = error
+    shown = []
+
+    class Shell:
+        def showtraceback(self, exc_tuple, tb_offset=None):
+            shown.append(exc_tuple[0])
+
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        checking._explain(Shell(), ValueError, caught, caught.__traceback__)
+        checking._explain(Shell(), checking.CheckFailed, checking.CheckFailed("x"), None)
+    assert shown == [ValueError, checking.CheckFailed]
+    assert printed.getvalue() == ("ValueError raised in attend(Q: array (2, 10, 4) float64, chunk_size=4), at line 2 "
+                                  "of attend: return Q + np.ones((chunk_size, chunk_size))\n")
