@@ -75,6 +75,10 @@ SETTINGS = (
             path=True, field="student_copy_readme"),
     Setting("student_copy.readme_section", str, "", "that section's heading (empty: no README)",
             field="student_copy_readme_section"),
+    Setting("term.released", tuple, (), "the assignments students have this term (default none): the class "
+            "edition and `student-copy` offer only these", field="released"),
+    Setting("term.closed", tuple, (), "those of them already graded (a subset of term.released)",
+            field="closed"),
 )
 
 
@@ -97,6 +101,8 @@ class Course:
     student_copy_include: tuple = ()    # glob patterns, relative to root
     student_copy_readme: Path = None
     student_copy_readme_section: str = ""
+    released: tuple = ()        # the term: the assignments students have ...
+    closed: tuple = ()          # ... and those of them already graded
     kind: str = "course"        # "course" (course.toml) or "nbgrader" (an nbgrader course folder)
 
     @property
@@ -147,7 +153,21 @@ def load(path):
                                   values[setting.key] for setting in SETTINGS})
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
+    check_term(course)
     return course
+
+
+def check_term(course):
+    """A CourseError unless every assignment of the term is one of the course's and the closed
+    ones are released."""
+    unknown = [name for name in (*course.released, *course.closed) if name not in assignments(course)]
+    if unknown:
+        raise CourseError(f"{course.file}: [term] names {unknown[0]!r}, which is not an assignment of "
+                          f"this course (they are: {', '.join(assignments(course))})")
+    unreleased = [name for name in course.closed if name not in course.released]
+    if unreleased:
+        raise CourseError(f"{course.file}: [term] closed has {', '.join(unreleased)}, which released does "
+                          "not: an assignment is closed once it has been released and graded")
 
 
 def settings(data, path):

@@ -43,13 +43,13 @@ from .collect import (LMS_PATTERN, MAX_NOTEBOOK_BYTES, Submission, collect, note
                       refused_rows, unpack)
 from .course import ENGINE, assignments
 from .flags import flags
-from .messages import failure_message
+from .messages import caused_by, failure_message
 from .results import Check, Result, earlier_result, result_path, save, write_atomic, write_reports
 from .sandbox import Limits, Sandbox, SandboxStopped, Timeouts, check_available
 
 # A submission's status: `graded`, or the worst thing that happened to it.
-STATUSES = ["missing", "link", "not-a-file", "too-large", "unreadable", "crashed", "timeout", "resource-limit",
-            "invalid-structure", "graded"]
+STATUSES = ["missing", "link", "not-a-file", "too-large", "unreadable", "unsupported-kernel", "crashed", "timeout",
+            "resource-limit", "invalid-structure", "graded"]
 RESTARTS = 2  # times a sandbox that died during the hidden checks is started again
 # Sandboxes run as an ordinary user of their own: BASE_UID + the grading process's id (mod
 # UID_RANGE), so that concurrent workers, and concurrent batches, count their processes apart.
@@ -189,13 +189,14 @@ def grade_one(course, submission, fingerprint, key, limits=Limits()):
         except SandboxStopped as stop:
             return _not_graded(course, submission, stop.status, stop.reason, fingerprint, problems, flagged, code)
         visible = {assignments_.grade_id(cell): outputs.get(str(i)) for i, cell in enumerate(cells)}
+        earlier = _earlier_cells(spec, cells, outputs, sandbox.places)
         checks, restarts, started = [], 0, time.monotonic()
         seconds = sandbox.seconds
         for test in spec.tests:
             if not sandbox.alive and restarts < RESTARTS:
                 sandbox, restarts = _restart(sandbox), restarts + 1
             sandbox.task = tasks.titles(course, submission.assignment).get(test.grade_id)  # for its messages
-            checks.append(run_test(test, visible.get(test.grade_id), sandbox, secret))
+            checks.append(run_test(test, visible.get(test.grade_id), sandbox, secret, earlier.get(test.grade_id, [])))
         seconds = {**seconds, "checks": time.monotonic() - started}
     finally:
         sandbox.close()
@@ -224,6 +225,11 @@ def _grade_nbgrader(course, submission, fingerprint, limits):
                 submitted = read_notebook(paths[notebook.name])
             except ValueError as error:
                 problem = ("unreadable", str(error))
+        if problem is None:
+            language, kernel_note = nbgrader_course.kernel(notebook, submitted)
+            if language != "python":
+                problem = ("unsupported-kernel", f"its kernel runs {language}, and this engine grades Python "
+                                                 "notebooks only: grade it with nbgrader")
         if problem:  # its cells score 0, as nbgrader scores a notebook not handed in
             status, reason = problem
             statuses.append(status)
@@ -249,7 +255,7 @@ def _grade_nbgrader(course, submission, fingerprint, limits):
         finally:
             sandbox.close()
         here = [status for status, _ in sandbox.events] + ["invalid-structure"] * bool(problems)
-        happened = problems + [reason for _, reason in sandbox.events]
+        happened = [kernel_note] * bool(kernel_note) + problems + [reason for _, reason in sandbox.events]
         statuses += here
         notes += [f"{notebook.name}.ipynb: {note}" for note in happened]
         seconds = {phase: seconds.get(phase, 0.0) + value for phase, value in sandbox.seconds.items()}
@@ -295,13 +301,31 @@ def _restart(sandbox):
     return fresh
 
 
-def run_test(test, visible, sandbox, secret):
+def _earlier_cells(spec, cells, outputs, places):
+    """{grade_id of a check cell: [(where, source, error, the student's own)] of the code cells that
+    ran before it}, for `messages.caused_by`."""
+    course = {assignments_.grade_id(c) for c in spec.cells} - spec.solutions - {None}
+    ran, earlier = [], {}
+    for index, cell in enumerate(cells):
+        output = outputs.get(str(index)) if cell.cell_type == "code" else None
+        if output is None:
+            continue
+        earlier.setdefault(assignments_.grade_id(cell), list(ran))
+        ran.append((places.get(str(index), "a cell"), cell.source, output["error"],
+                    assignments_.grade_id(cell) not in course))
+    return earlier
+
+
+def run_test(test, visible, sandbox, secret, earlier=()):
     """The Check of one check cell: its visible part ran in the sandbox, its hidden part runs here,
     on inputs drawn with the submission's `secret`. Where the visible part failed, its message
-    stands, with the mistake the hidden part names when it names one (`_with_cause`)."""
+    stands, with the mistake the hidden part names when it names one (`_with_cause`); a name it
+    lacks is said to be missing because of the student's cell that was to define it and raised,
+    when that cell alone explains it (`caused_by`, `earlier` the cells that ran before)."""
     def failed(message, cause=None):
         if visible is not None and visible["error"] is not None:
-            message = _with_cause(failure_message(visible["error"]), cause)
+            message = (caused_by(visible["error"], earlier)
+                       or _with_cause(failure_message(visible["error"]), cause))
         return Check(test.grade_id, 0.0, test.points, message)
 
     if visible is None:
@@ -318,8 +342,9 @@ def run_test(test, visible, sandbox, secret):
         return failed(f"not graded: {stop.reason}")
     except NameError as error:
         name = getattr(error, "name", None) or str(error)
-        return failed(f"{name} is not defined in the notebook (was its cell deleted or renamed, "
-                      "or did it fail to run?)")
+        return failed(caused_by({"ename": "NameError", "evalue": f"name '{name}' is not defined"}, earlier)
+                      or f"{name} is not defined in the notebook (was its cell deleted or renamed, "
+                         "or did it fail to run?)")
     except Exception as error:  # the student's result broke a check: it is not right
         return failed(f"{type(error).__name__}: {_first_line(error)}")
     if visible["error"] is not None:

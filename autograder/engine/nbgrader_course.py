@@ -86,6 +86,8 @@ class Notebook:
     recorded: dict        # grade_id -> the cell as the gradebook records it (hidden tests included)
     graded: tuple         # grade_ids of the grade cells and tasks, in order
     points: dict          # grade_id -> points
+    kernelspec: dict = None  # the source's, which nbgrader's autograde puts back (OverwriteKernelspec)
+    language: str = ""       # the source's language_info.name (written by the kernel that ran it)
 
     @property
     def max_score(self):
@@ -170,7 +172,39 @@ def released(root, path):
             points[meta["grade_id"]] = float(meta["points"])
     for step in (steps.ClearHiddenTests, steps.ClearMarkScheme, steps.ComputeChecksums, steps.CheckCellMetadata):
         notebook, resources = step(config=config).preprocess(notebook, resources)
-    return Notebook(path.stem, tuple(notebook.cells), recorded, tuple(graded), points)
+    return Notebook(path.stem, tuple(notebook.cells), recorded, tuple(graded), points,
+                    dict(notebook.metadata.get("kernelspec") or {}),
+                    str(notebook.metadata.get("language_info", {}).get("name", "")))
+
+
+# -- the kernel ----------------------------------------------------------------------
+
+# Kernels of other languages, by the start of their kernelspec's name (IRkernel, IJulia,
+# xeus-cling, bash_kernel, IJavascript, Octave, Almond, evcxr, gophernotes, IHaskell...):
+# what a notebook that names no language is taken to need.
+OTHER_KERNELS = ("ir", "julia", "xcpp", "bash", "javascript", "ijavascript", "octave", "matlab", "scala",
+                 "almond", "java", "kotlin", "ruby", "rust", "evcxr", "gophernotes", "go", "haskell", "sas",
+                 "wolfram", "sos", "sqlite", "xr", "xeus-r", "c", "cpp", "csharp", ".net", "powershell")
+
+
+def kernel(spec, submitted):
+    """(language, note) of the kernel a notebook asks for: nbgrader runs the source's kernelspec
+    (else the submitted notebook's). The engine runs Python: `language` is "python" where the
+    kernelspec's language (or the source's language_info) is Python, or it names none and its
+    name is not another language's kernel (a venv's kernel); `note` says when the kernel is not
+    `python3` but Python was run for it. Another language: (that language, None)."""
+    kernelspec = spec.kernelspec or dict(submitted.metadata.get("kernelspec") or {})
+    name = str(kernelspec.get("name") or "python3")
+    language = str(kernelspec.get("language") or spec.language or "").lower()
+    if not language:
+        known = re.match(r"[a-z.#+-]+", name.lower())
+        other = known and known.group(0).rstrip("-") in OTHER_KERNELS and "python" not in name.lower()
+        language = name.lower() if other else "python"
+    if language != "python":
+        return language, None
+    if name == "python3":
+        return "python", None
+    return "python", f"it asks for the kernel `{name}`: graded with this engine's Python, in its sandbox"
 
 
 # -- autograde ---------------------------------------------------------------------
@@ -269,9 +303,14 @@ def score(root, spec, cells, outputs):
     from nbgrader.utils import compute_checksum
 
     pattern = ignore_pattern(root)
-    found = {}
+    found, earlier = {}, []  # earlier: (where, source, error, the student's own) of the cells run so far
     for index, cell in enumerate(cells):
         cell_id = nbgrader_meta(cell).get("grade_id")
+        output = outputs.get(str(index)) if cell.cell_type == "code" else None
+        before = list(earlier)
+        if output is not None:
+            earlier.append((f"your cell `{cell_id}`" if cell_id else f"your cell {index + 1}", cell.source,
+                            output["error"], not is_locked(cell)))
         if cell_id not in spec.points or cell_id in found:
             continue
         points = spec.points[cell_id]
@@ -283,7 +322,7 @@ def score(root, spec, cells, outputs):
         elif cell.cell_type != "code":
             found[cell_id] = (0.0, MANUAL, True)
         else:
-            found[cell_id] = _test_score(outputs.get(str(index)), points, pattern)
+            found[cell_id] = _test_score(output, points, pattern, before)
     rows = []
     for cell_id in spec.graded:
         # a deleted cell: nbgrader's gradebook leaves its grade to a person
@@ -292,14 +331,16 @@ def score(root, spec, cells, outputs):
     return rows
 
 
-def _test_score(output, points, pattern):
-    """(score, message, False) of a test cell from what it did (nbgrader's determine_grade)."""
-    from .messages import failure_message
+def _test_score(output, points, pattern, earlier=()):
+    """(score, message, False) of a test cell from what it did (nbgrader's determine_grade); a
+    name it lacks is said to be missing because of the student's cell that was to define it and
+    raised, when that cell alone explains it (`messages.caused_by`, `earlier` its cells)."""
+    from .messages import caused_by, failure_message
 
     if output is None:
         return 0.0, "not run: the notebook stopped before this cell", False
     if output["error"] is not None:
-        return 0.0, failure_message(output["error"]), False
+        return 0.0, caused_by(output["error"], earlier) or failure_message(output["error"]), False
     stderr = output.get("stderr") or ""
     if pattern and re.search(pattern, stderr):
         stderr = ""
