@@ -246,6 +246,10 @@ def make_course_dir(course, root, names):
     if course.nbgrader:
         shutil.copy(course.file, root / course.file.name)
         shutil.copytree(course.source, root / course.source.relative_to(course.root), dirs_exist_ok=True)
+        for path in nbgrader_course.header_footer(course.root):  # where nbgrader looks: relative to root
+            target = root / path.relative_to(course.root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, target)
         return root
     if course.nbgrader_config is None:
         raise CourseError(f"{course.file}: the course file needs the key 'nbgrader_config' "
@@ -266,8 +270,12 @@ def nbgrader(course, course_dir, *args, timeout=None):
     passed on (nbgrader_config.py reads the course id from it). nbgrader and
     the kernels it starts run in a process group of their own, killed whole on
     timeout (subprocess.TimeoutExpired is raised then), so that no kernel
-    outlives it.
+    outlives it. Its `CourseDirectory.root` is `course_dir`, whatever the
+    course's nbgrader_config.py says (a configuration copied from a hub names
+    the hub's folder), as the engine reads every course (nbgrader_course.configuration).
     """
+    if args and not args[0].startswith("-") and args[0] != "quickstart":  # quickstart makes a course: no root yet
+        args = (*args, f"--CourseDirectory.root={Path(course_dir).resolve()}")
     env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
     if course is not None:
         env |= {ENVIRONMENT: str(course.file),
