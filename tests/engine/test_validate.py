@@ -1,6 +1,8 @@
 """`python -m autograder validate NOTEBOOK`: the student's check before hand-in."""
 
+import inspect
 import json
+import textwrap
 
 import nbformat
 import numpy as np
@@ -119,8 +121,9 @@ def test_the_assignment_comes_from_the_name_or_the_option(tmp_path):
 
 
 def test_resource_rules_run_as_the_grader_runs_them_with_its_message(tmp_path):
-    """A FlashAttention that forms the whole score matrix passes the visible checks; the grader's
-    memory rule fails it, and `validate` runs that rule too: same sizes, same cap, same message."""
+    """A FlashAttention tiled at the sizes of the notebook's checks (its memory check too, T_k = 32768)
+    that forms the whole score matrix beyond them passes the visible checks; the grader's memory rule
+    (T_k = 131072) fails it, and `validate` runs that rule too: same sizes, same cap, same message."""
     slug = "efficient_attention"
     students = implementations(slug)
     task, wrong, _, _ = students.MISTAKES["flash-whole-score-matrix"]
@@ -128,7 +131,14 @@ def test_resource_rules_run_as_the_grader_runs_them_with_its_message(tmp_path):
         check_flash_attention_memory(wrong)
     message = str(failure.value).replace(wrong.__name__, task)
     assert "did not run within 64 MiB on T_q=512, T_k=131072" in message
-    code, lines, _ = validate(write(tmp_path, "wrong", submission(slug, {**students.CORRECT, task: wrong}), slug))
+    notebook = submission(slug, students.CORRECT)
+    cell = next(cell for cell in notebook.cells if cell.metadata.get("nbgrader", {}).get("grade_id") == task)
+    cell.source += (f"\n\n\n{textwrap.dedent(inspect.getsource(wrong))}\n\n"
+                    f"tiled = {task}\n\n\ndef {task}(Q, K, V, block_size=64, causal=False):\n"
+                    f"    if K.shape[-2] > 32768:  # beyond the notebook's checks\n"
+                    f"        return {wrong.__name__}(Q, K, V, block_size, causal)\n"
+                    f"    return tiled(Q, K, V, block_size, causal)")
+    code, lines, _ = validate(write(tmp_path, "wrong", notebook, slug))
     assert code == 1 and lines[-1] == "not ready: see the lines above"
     assert [line for line in lines if "FAIL" in line] == [
         f"FlashAttention [test_flash_attention, 5 points]: FAIL: {message}"
