@@ -74,4 +74,7 @@ def caused_by(error, earlier):
     where, _, raised, own = defining[0]
     if not own or raised is None:
         return None
+    if raised.get("place"):  # the line that raised, in the cell named already
+        raised = {**raised, "place": raised["place"].replace(f" of their cell in {where}:", ":")
+                  .replace(f" in {where}:", ":")}
     return f"`{name}` is not defined because {where} raised {failure_message(raised)}"
