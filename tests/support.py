@@ -1,14 +1,36 @@
-"""What tests share that is neither a fixture nor a test: this course as the engine's one Course value, and
-its course file with another term (issue 40)."""
+"""What tests share that is neither a fixture nor a test: this course as the engine's one Course value, its
+course file with another term (issue 40), and the course with its site's address set."""
 
+import atexit
+import dataclasses
+import functools
 import json
+import shutil
+import tempfile
 import tomllib
 from pathlib import Path
+
+import yaml
 
 from autograder.engine import course
 
 ROOT = Path(__file__).resolve().parent.parent
 COURSE = course.load(ROOT / "course.toml")  # this course, as the command line builds it
+
+PUBLISHED = "https://teach.example.edu/attention/"
+
+
+@functools.cache
+def published(address=PUBLISHED):
+    """This course with its site's address set (a copy of its site config, `html.baseurl` changed)."""
+    folder = Path(tempfile.mkdtemp(prefix="published-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    config = yaml.safe_load(COURSE.book_config.read_text())
+    config["html"]["baseurl"] = address
+    (folder / "_config.yml").write_text(yaml.safe_dump(config))
+    return dataclasses.replace(COURSE, book_config=folder / "_config.yml")
+
+
 # The terms of the tests: multi_head's given cells hold answers of scaled_dot_product (softmax,
 # scaled_dot_product_attention) and of bahdanau (masked_softmax), whose own given cells hold
 # answers of rnn_encoder_decoder; EARLIER are released and closed in those terms.

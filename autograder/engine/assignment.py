@@ -8,6 +8,12 @@ a check cell edited, deleted or duplicated by the student is put back as it
 was, and the notebook is marked `invalid-structure`. The hidden part of each
 check cell comes from the instructor's source notebook and never reaches the
 student's process.
+
+A hidden block whose first line is `# resource rule` holds a resource rule: a check of what a
+function may use (memory, time) measured outside the student's process, on sizes the task
+states. `grade` runs it with the other hidden checks, on inputs drawn from its secret;
+`validate` runs it too, on the same sizes with the inputs of no secret, in the same second
+sandbox, with the same limit and the same message (so the rule is never a surprise).
 """
 
 import functools
@@ -21,12 +27,15 @@ from nbformat.v4 import new_code_cell
 HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[ \t]*\n(.*?)^[ \t]*### END HIDDEN TESTS",
                     re.MULTILINE | re.DOTALL)
 
+RESOURCE_RULE = "# resource rule"  # the first line of a hidden block that `validate` runs too
+
 
 @dataclass(frozen=True)
 class Test:
     grade_id: str
     points: float
     hidden: str  # the hidden checks' code, run by the grader, never in the notebook
+    rules: str = ""  # the resource rules among them, which `validate` runs too
 
 
 @dataclass(frozen=True)
@@ -66,8 +75,9 @@ def tests_of(source):
     for cell in source.cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("grade") and cell.cell_type == "code":
-            hidden = "\n".join(block.strip("\n") for block in HIDDEN.findall(cell.source))
-            tests.append(Test(meta["grade_id"], float(meta["points"]), hidden))
+            blocks = [block.strip("\n") for block in HIDDEN.findall(cell.source)]
+            rules = "\n".join(block for block in blocks if block.lstrip().startswith(RESOURCE_RULE))
+            tests.append(Test(meta["grade_id"], float(meta["points"]), "\n".join(blocks), rules))
     return tuple(tests)
 
 
@@ -138,9 +148,14 @@ def fit(assignment, notebook):
 def own_code(assignment, cells):
     """[[grade_id or None, source]] of the code cells in the fitted `cells` that are the
     student's: their answer cells and the cells they added (not the course's cells)."""
+    return [[grade_id(cells[int(i)]), cells[int(i)].source] for i in own_cells(assignment, cells)]
+
+
+def own_cells(assignment, cells):
+    """The ids (indices in the fitted `cells`) of the code cells that are the student's: their
+    answer cells and the cells they added (not the course's cells)."""
     course = {grade_id(c) for c in assignment.cells} - assignment.solutions - {None}
-    return [[grade_id(cell), cell.source] for cell in cells
-            if cell.cell_type == "code" and grade_id(cell) not in course]
+    return [str(i) for i, cell in enumerate(cells) if cell.cell_type == "code" and grade_id(cell) not in course]
 
 
 def _copy(cell):

@@ -1,6 +1,12 @@
 # Check helpers: a failed check says in one sentence what is wrong.
 # (This cell is the same in every exercise; `python -m autograder release`
 # copies it from autograder/engine/checking.py. Run it; leave it as it is.)
+import dis
+import linecache
+import os
+import sys
+import types
+
 import numpy as np
 
 RTOL, ATOL = 1e-6, 1e-9  # the one tolerance of every check: float64 code that is right agrees closer
@@ -101,3 +107,57 @@ def check_close(actual, expected, name, hint="", mistakes=()):
     if mistake is not None:
         raise CheckFailed(f"{name}: {mistake}.", cause=mistake)
     raise CheckFailed(f"{name}: {shown(actual, expected)}" + (f" ({hint})." if hint else "."))
+
+
+def arguments_of(frame):
+    """The arguments the function of `frame` was called with: arrays by shape and dtype, numbers,
+    short strings and functions by value; those it rebinds are left out (its frame no longer
+    holds what it was given). Only exact types are described: no class of the notebook's is asked
+    anything."""
+    code = frame.f_code
+    names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    rebound = {instruction.argval for instruction in dis.get_instructions(code)
+               if instruction.opname in ("STORE_FAST", "DELETE_FAST", "STORE_DEREF", "DELETE_DEREF")}
+    described = []
+    for name in (name for name in names if name not in rebound):
+        value = frame.f_locals.get(name)
+        if type(value) is np.ndarray:
+            described.append(f"{name}: array {value.shape} {value.dtype}")
+        elif value is None or type(value) in (bool, int, float) or (type(value) is str and len(value) <= 40):
+            described.append(f"{name}={value!r}")
+        elif type(value) in (dict, list, tuple):
+            described.append(f"{name}: {type(value).__name__} of {len(value)}")
+        elif type(value) in (types.FunctionType, types.BuiltinFunctionType, np.ufunc):
+            described.append(f"{name}={value.__name__}")
+    return ", ".join(described)
+
+
+def _where(traceback):
+    """"raised in f(its inputs), at line n of g: code" for an exception that a function of this
+    notebook raised when a cell called it (in Jupyter: its cells are files of no folder), or ''."""
+    frames = []
+    while traceback is not None:
+        frames.append((traceback.tb_frame, traceback.tb_lineno))
+        traceback = traceback.tb_next
+    ours = [not os.path.exists(frame.f_code.co_filename) for frame, _ in frames]
+    cell = next((i for i, (frame, _) in enumerate(frames) if ours[i] and frame.f_code.co_name == "<module>"), None)
+    if cell is None or cell + 1 == len(frames) or not ours[cell + 1]:  # no function of the notebook's called
+        return ""
+    frame, line = frames[max(i for i in range(cell + 1, len(frames)) if ours[i])]
+    code = linecache.getline(frame.f_code.co_filename, line).strip()
+    called = frames[cell + 1][0]
+    return (f"raised in {called.f_code.co_name}({arguments_of(called)}), at line {line} of "
+            f"{frame.f_code.co_name}: {code}")
+
+
+def _explain(shell, kind, error, traceback, tb_offset=None):
+    """Jupyter's traceback, then one line: which call of a function of the notebook failed, on
+    what, and the line that raised (a failed check's sentence is enough on its own)."""
+    shell.showtraceback((kind, error, traceback), tb_offset=tb_offset)
+    where = "" if isinstance(error, CheckFailed) else _where(traceback)
+    if where:
+        print(f"{kind.__name__} {where}")
+
+
+if "ipykernel" in sys.modules and "get_ipython" in globals():  # a Jupyter cell (the grader says it itself)
+    get_ipython().set_custom_exc((Exception,), _explain)  # noqa: F821 (Jupyter's)

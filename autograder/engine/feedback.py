@@ -55,19 +55,27 @@ def with_deadline(page, result, policy):
 
 
 def _task(course, assignment, check, link=True):
-    """The task a check grades, by title, and a link to the chapter section that explains it."""
+    """The task a check grades, by title, and the chapter section that explains it: a link once the
+    site is published, its title in words before (a link would lead nowhere)."""
     title = html.escape(tasks.titles(course, assignment).get(check, check))
-    url = tasks.section_url(course, assignment, check) if link else ""
-    return f"{title} (<a href='{html.escape(url)}'>read the chapter</a>)" if url else title
+    if not link:
+        return title
+    url, where = tasks.section_url(course, assignment, check), tasks.section_name(course, assignment, check)
+    if url:
+        return f"{title} (<a href='{html.escape(url)}'>read the chapter</a>{html.escape(': ' + where) if where else ''})"
+    return f"{title} (read the chapter {html.escape(where)})" if where else title
 
 
 def _checks_table(course, result):
+    """Points per check, and why points were lost: a column only where some were."""
+    lost = any(c.score < c.max_score or c.message for c in result.checks)
     rows = "".join(f"<tr><td>{_task(course, result.assignment, c.name, link=c.score < c.max_score)}"
                    f"<br><small><code>{html.escape(c.label)}</code></small></td>"
                    f"<td>{number(c.score)} / {number(c.max_score)}</td>"
-                   f"<td>{html.escape(c.message) or '✓'}</td></tr>" for c in result.checks)
-    return ("<table><tr><th>task</th><th>points</th><th>why points were lost</th></tr>"
-            f"{rows}</table>")
+                   + (f"<td>{html.escape(c.message) or '✓'}</td>" if lost else "") + "</tr>"
+                   for c in result.checks)
+    return ("<table><tr><th>task</th><th>points</th>" + ("<th>why points were lost</th>" if lost else "")
+            + f"</tr>{rows}</table>")
 
 
 def _notes(result):
@@ -82,6 +90,11 @@ def feedback_html(course, result, cells, outputs):
 
     `cells` are the graded notebook's cells (check cells as released: the
     hidden checks were never in them), `outputs` the sandbox's output per cell.
+    Of the notebook it shows the student's cells (answers and their own cells) with
+    their outputs, and each check cell's result under its task's title: the course's
+    cells (text, helpers, given code, the check cells' code) are the released
+    notebook's, which the student has; only a course cell that failed shows, by its error. (An
+    nbgrader course's page shows every cell, test cells too, as nbgrader's feedback does.)
     """
     # a student's HTML stays text, and no image is fetched from anywhere (the CSP forbids it too)
     markdown = MarkdownIt("commonmark", {"html": False}).enable("table").disable("image")
@@ -89,14 +102,28 @@ def feedback_html(course, result, cells, outputs):
     parts = [f"<h1>{html.escape(result.assignment)}: {html.escape(result.student_id)}</h1>",
              f"<h2>Your checks: {number(result.score)} / {number(result.max_score)}</h2>", DEADLINE_SLOT,
              _checks_table(course, result), _notes(result), "<h2>Your notebook, as graded</h2>"]
+    titles = tasks.titles(course, result.assignment)
     for index, cell in enumerate(cells):
+        course_cell = not course.nbgrader and _is_course_cell(cell)  # nbgrader shows its tests: so do we
+        output = outputs.get(str(index)) or {}
         if cell.cell_type == "markdown":
-            parts.append(f"<div class='cell'>{markdown.render(cell.source)}</div>")
+            if not course_cell:
+                parts.append(f"<div class='cell'>{markdown.render(cell.source)}</div>")
+            else:  # of the course's text, the tasks' titles, to say where the cells below belong
+                parts += [f"<h3>{html.escape(title)}</h3>" for title in tasks.HEADING.findall(cell.source)
+                          if title in titles.values()]
             continue
         check = scores.get(grade_id(cell))
+        if course_cell and check is None and not output.get("error"):
+            continue  # helpers and given code, as released, that ran
         kind = "" if check is None else (" check pass" if check.score == check.max_score else " check fail")
-        parts.append(f"<div class='cell{kind}'>{_highlighted(cell.source)}")
-        output = outputs.get(str(index)) or {}
+        parts.append(f"<div class='cell{kind}'>")
+        if not course_cell:
+            parts.append(_highlighted(cell.source))
+        elif check is not None:
+            parts.append(f"<p>The checks of “{html.escape(titles.get(check.name, check.name))}”:</p>")
+        else:
+            parts.append("<p>A given cell of the notebook failed:</p>")
         if output.get("stdout"):
             parts.append(f"<pre>{html.escape(output['stdout'])}</pre>")
         if output.get("stderr"):
@@ -110,6 +137,13 @@ def feedback_html(course, result, cells, outputs):
                          f"{html.escape(check.message)} {task}</p>")
         parts.append("</div>")
     return _page(f"{result.assignment}: {result.student_id}", "".join(parts))
+
+
+def _is_course_cell(cell):
+    """Whether `cell` is the course's as released (locked: text, helpers, given code, checks),
+    not the student's (their answer cells and the cells they added)."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return bool(meta.get("locked") or meta.get("grade")) and not meta.get("solution")
 
 
 BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+")

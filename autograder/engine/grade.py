@@ -237,7 +237,7 @@ def grade_one(course, submission, fingerprint, key, limits=Limits()):
             if not sandbox.alive and restarts < RESTARTS:
                 sandbox, restarts = _restart(sandbox), restarts + 1
             sandbox.task = tasks.titles(course, submission.assignment).get(test.grade_id)  # for its messages
-            checks.append(_run_test(test, visible.get(test.grade_id), sandbox, secret, earlier.get(test.grade_id, [])))
+            checks.append(run_test(test, visible.get(test.grade_id), sandbox, secret, earlier.get(test.grade_id, [])))
         seconds = {**seconds, "checks": time.monotonic() - started}
     finally:
         sandbox.close()
@@ -339,7 +339,7 @@ def _restart(sandbox):
                     hidden=sandbox.hidden)
     fresh.events, fresh.deadline = sandbox.events, sandbox.deadline  # no new time
     fresh.stopped = sandbox.stopped  # nor new calls of what ran out of time
-    fresh.places = sandbox.places
+    fresh.places, fresh.own_cells = sandbox.places, sandbox.own_cells
     try:
         fresh.run()
     except SandboxStopped:
@@ -362,7 +362,7 @@ def _earlier_cells(spec, cells, outputs, places):
     return earlier
 
 
-def _run_test(test, visible, sandbox, secret, earlier=()):
+def run_test(test, visible, sandbox, secret, earlier=()):
     """The Check of one check cell: its visible part ran in the sandbox, its hidden part runs here,
     on inputs drawn with the submission's `secret`. Where the visible part failed, its message
     stands, with the mistake the hidden part names when it names one (`_with_cause`); a name it
@@ -415,6 +415,7 @@ def sandbox_for(course, name, cells, limits):
                                limits)
     sandbox = Sandbox(code, limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=timeouts, hidden=course.packages)
     sandbox.places = tasks.places(course, name, cells)  # its messages name the task, not a cell number
+    sandbox.own_cells = assignments_.own_cells(assignments_.load(course, name), cells)  # errors' places
     return sandbox
 
 

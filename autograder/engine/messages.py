@@ -19,7 +19,10 @@ def failure_message(error):
         return "the cell ran out of memory (it has a limit while it is graded)"
     if name == "NotImplementedError" and not value:
         return "not implemented yet (the function still raises NotImplementedError)"
-    return f"{name}: {value.splitlines()[0]}" if value else name
+    message = f"{name}: {value.splitlines()[0]}" if value else name
+    if error.get("inputs"):  # a visible check called their function: with what, and where it raised
+        message += f", raised in {error['inputs']}"
+    return message + (f", at {error['place']}" if error.get("place") else "")
 
 
 def undefined_name(error):
@@ -71,4 +74,7 @@ def caused_by(error, earlier):
     where, _, raised, own = defining[0]
     if not own or raised is None:
         return None
+    if raised.get("place"):  # the line that raised, in the cell named already
+        raised = {**raised, "place": raised["place"].replace(f" of their cell in {where}:", ":")
+                  .replace(f" in {where}:", ":")}
     return f"`{name}` is not defined because {where} raised {failure_message(raised)}"

@@ -4,6 +4,9 @@ nbgrader's generate_assignment removes the solutions and hidden tests from
 each instructor notebook (<source>/<slug>/<slug>.ipynb of the course file) and
 clears outputs; this module adds the "generated" note and writes the result to
 <exercises>/<slug>.ipynb. A test regenerates them and fails when they differ.
+The note is for course authors, so it is in the notebook's metadata
+(`autograder.generated`), which Jupyter does not show: a student's notebook
+opens on the students' introduction.
 
 Before that, three kinds of cell of the instructor notebooks are stamped from
 their one source: the check helpers from the engine's checking.py, the
@@ -52,7 +55,7 @@ def release(course, exercises_dir=None, names=None):
             if result.returncode != 0:
                 raise ReleaseError(f"nbgrader generate_assignment {name} failed:\n{result.stderr}")
             notebook = nbformat.read(folder / "release" / name / f"{name}.ipynb", as_version=4)
-            notebook.cells.insert(0, _generated_note(course, name))
+            notebook.metadata["autograder"] = {"generated": _generated_note(course, name)}
             nbformat.write(notebook, exercises_dir / f"{name}.ipynb")
     return [exercises_dir / f"{name}.ipynb" for name in names]
 
@@ -198,10 +201,7 @@ def _relative(course, path):
 
 
 def _generated_note(course, name):
+    """What course authors must know of a student notebook (not shown to students)."""
     source = _relative(course, course.notebook(name))
-    return nbformat.v4.new_markdown_cell(
-        f"*This student notebook is generated from `{source}` by "
-        "`python -m autograder release`: course authors edit that source, not this file. "
-        "Students: this is your copy, work in it and hand it in.*",
-        id="generated-note",
-    )
+    return (f"This student notebook is generated from {source} by `python -m autograder release`: "
+            "course authors edit that source, not this file.")

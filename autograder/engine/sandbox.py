@@ -59,7 +59,7 @@ from . import wire
 from .course import ENGINE_PACKAGE
 
 HERE = Path(__file__).resolve().parent
-RUNNER_FILES = (HERE / "sandbox_runner.py", HERE / "wire.py")
+RUNNER_FILES = (HERE / "sandbox_runner.py", HERE / "wire.py", HERE / "checking.py")
 SITE_PACKAGES = [folder for folder in site.getsitepackages() if os.path.isdir(folder)]
 GRACE = 5.0  # seconds the grader waits beyond the runner's own alarm before killing it
 # In a sandbox for memory checks, glibc's malloc serves arrays of 128 KiB and more from their own
@@ -218,6 +218,7 @@ class Sandbox:
         self.seconds = {}       # where run() spent its time: start, imports, cells
         self.functions = {}     # name -> StudentFunction, once the notebook has run
         self.places = {}        # cell id -> where it is, for messages (its task: students see no cell ids)
+        self.own_cells = []     # ids of the student's own cells: an error's place is a line of theirs
         self.task = None        # the task whose hidden checks call the student's functions now
         self.deadline = None    # time.monotonic() by which everything must be done
         self._process = None
@@ -368,7 +369,8 @@ class Sandbox:
                    for cell_id, _ in self.cells}
         self._send({"op": "run", "cells": self.cells, "cell_timeout": self.limits.cell_seconds,
                     "cell_timeouts": seconds, "stopping_cells": sorted(self.timeouts.stopping_cells),
-                    "stopped": self.stopped, "places": self.places, "limits": limits})
+                    "stopped": self.stopped, "places": self.places, "own_cells": self.own_cells,
+                    "limits": limits})
         results = []
         for cell_id, _ in self.cells:
             where = self.places.get(cell_id, f"the cell {cell_id}")
@@ -419,6 +421,7 @@ class Sandbox:
             sandbox = Sandbox(self.cells, self.limits, self.uid, self.isolate, self.timeouts, self.files,
                               memory_above_baseline=limit_bytes, hidden=self.hidden)
             sandbox.deadline, sandbox.places, sandbox.task = self.deadline, self.places, self.task
+            sandbox.own_cells = self.own_cells
             sandbox.stopped, sandbox.call_seconds = self.stopped, self.call_seconds  # shared
             self.memory_sandboxes[limit_bytes] = sandbox
             sandbox.run()  # SandboxStopped if it dies there
@@ -653,6 +656,7 @@ def _plain_error(error):
     return {"ename": _text(error.get("ename"), 100) or "Exception",
             "evalue": _text(error.get("evalue"), 2000),
             "function": function if isinstance(function, str) and function.isidentifier() else None,
+            "place": _text(error.get("place"), 500) or None, "inputs": _text(error.get("inputs"), 500) or None,
             "mro": [m for m in mro if isinstance(m, str)][:50] if isinstance(mro, list) else []}
 
 
@@ -671,10 +675,10 @@ def _exception(error, seconds):
     base = next((getattr(builtins, name) for name in error["mro"]
                  if isinstance(getattr(builtins, name, None), type)
                  and issubclass(getattr(builtins, name), Exception)), Exception)
-    name = error["ename"]
+    name, message = error["ename"], error["evalue"] + (f"; at {error['place']}" if error.get("place") else "")
     if name == base.__name__ or not name.isidentifier() or keyword.iskeyword(name):
-        return base(error["evalue"])
-    return type(name, (base,), {})(error["evalue"])
+        return base(message)
+    return type(name, (base,), {})(message)
 
 
 def _copy_changes(before, after):

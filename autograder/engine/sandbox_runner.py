@@ -8,13 +8,13 @@ to the grader over the socket FD with `wire` messages:
 
   grader -> {"op": "run", "cells": [[id, source], ...], "cell_timeout": s,
              "cell_timeouts": {id: s}, "stopping_cells": [id, ...], "stopped": {function: reason},
-             "places": {id: where the cell is, in words}, "limits": {...}}
+             "places": {id: where the cell is, in words}, "own_cells": [id, ...], "limits": {...}}
   runner -> {"op": "shell", "argv": [...], "stdin": text or null, "merged": bool, "cwd": path,
              "env": {name: value}}  (while a cell runs: a shell command, `run_command`)
   grader -> {"op": "shell", "stdout": text, "stderr": text, "status": n, "timed_out": bool}
             or {"op": "shell", "refused": why}
   runner -> {"op": "cell", "id": id, "stdout": text, "stderr": text,
-             "error": {"ename", "evalue", "mro", "function"} or null,
+             "error": {"ename", "evalue", "mro", "function", "place", "inputs"} or null,
              "result": repr of the value the cell displayed (its last expression) or null,
              "outputs": [nbformat outputs: stream, display_data, execute_result],
              "seconds": s, "cpu_seconds": s}  (one per cell)
@@ -57,6 +57,13 @@ StdinNotImplementedError, and shell escapes (`!cmd`, `%system`, `%%bash`,
 `%%sh`, `%%script`) are run by the grader in a sandbox of their own that
 sees this one's folders (`run_command`): this process cannot start one.
 
+An exception is reported with its place: the line of the student's own code (a cell of
+"own_cells") that raised it, by its place in words and its text ("place"), and, when a
+course cell (a visible check) called the student's function, that call's inputs: the
+shapes and dtypes of its arrays and its other arguments' values ("inputs"), those that the
+function never rebinds (what its frame holds then is what it was given). The grader's
+own calls get the place only: their inputs are the hidden checks'.
+
 Everything it sends is untrusted by the grader, which only ever reads plain
 data from it: the student's code runs in this same process and could forge
 any of these messages, so none of them can grant a point by itself.
@@ -83,6 +90,7 @@ STARTED = time.monotonic()  # the interpreter is up: what follows is imports
 
 sys.path += sys.argv[2:]  # the packages' folders (NumPy...), when started without `site`
 import wire  # noqa: E402 (numpy)
+from checking import arguments_of  # noqa: E402 (the check helpers', also a runner file)
 
 OUTPUT_KEPT = 20_000  # characters of a cell's output kept for the feedback
 DISPLAY_KEPT = [8_000_000]  # characters of displayed data (figures...) kept for the executed notebook
@@ -93,6 +101,8 @@ NOTEBOOK_BACKENDS = ("notebook", "nbagg", "widget", "ipympl")
 MAIN = types.ModuleType("__main__")  # the notebook's module, as in IPython
 NOTEBOOK = MAIN.__dict__  # the notebook's namespace
 SHELL = None  # IPython's shell around NOTEBOOK, once the notebook needs it
+PLACES = {}  # cell id -> where it is, in words (the grader's "places")
+OWN = {}  # the source of each of the student's own cells, by the file name its code is compiled with
 FUTURE = [0]  # compiler flags of the __future__ imports of the cells run so far
 FUTURE_FLAGS = sum(getattr(__future__, name).compiler_flag for name in __future__.all_feature_names)
 
@@ -247,12 +257,18 @@ def kernel_shell():
     from IPython.core import magic_arguments, page
     from IPython.core.displayhook import DisplayHook
     from IPython.core.displaypub import DisplayPublisher
+    from IPython.core.compilerop import CachingCompiler
     from IPython.core.error import UsageError
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.core.magic import cell_magic, magics_class
     from IPython.core.magics.script import ScriptMagics, script_args
     from IPython.utils.process import arg_split
     from IPython.utils.text import LSString, SList
+
+    class Compiler(CachingCompiler):
+        def get_code_name(self, raw_code, transformed_code, number):
+            # the cell's own name, as on the plain-Python path: an error's place is found by it
+            return CELL[1] if raw_code == CELL[0] else super().get_code_name(raw_code, transformed_code, number)
 
     class Publisher(DisplayPublisher):
         def publish(self, data, metadata=None, *args, **kwargs):
@@ -302,6 +318,7 @@ def kernel_shell():
                 raise CalledProcessError(status, cell)
 
     class KernelShell(InteractiveShell):
+        compiler_class = Compiler
         displayhook_class = Hook
         display_pub_class = Publisher
 
@@ -394,7 +411,7 @@ def run_command(argv, stdin=None, merged=True):
     return answer["stdout"], answer["stderr"], answer["status"]
 
 
-CELL = [""]  # the source of the cell running now
+CELL = ["", "<cell>"]  # the source of the cell running now, and the name its code is compiled with
 
 
 def quiet(source):
@@ -409,24 +426,25 @@ def quiet(source):
     return last is not None and last[0] == tokenize.OP and last[1] == ";"
 
 
-def compiled(source):
+def compiled(source, filename="<cell>"):
     """The code objects of a cell, as IPython runs it: all but a last expression as
     statements, that one displayed. SyntaxError if it is not plain Python."""
-    tree = compile(source, "<cell>", "exec", ast.PyCF_ONLY_AST | FUTURE[0], dont_inherit=True)
+    tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST | FUTURE[0], dont_inherit=True)
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) and not quiet(source) else None
-    codes = [compile(tree, "<cell>", "exec", FUTURE[0], dont_inherit=True)]
+    codes = [compile(tree, filename, "exec", FUTURE[0], dont_inherit=True)]
     if last is not None:
-        codes.append(compile(ast.Interactive([last]), "<cell>", "single", FUTURE[0], dont_inherit=True))
+        codes.append(compile(ast.Interactive([last]), filename, "single", FUTURE[0], dont_inherit=True))
     FUTURE[0] |= codes[0].co_flags & FUTURE_FLAGS
     return codes
 
 
-def run_cell(source):
-    """Run a cell in the notebook; return the exception it raised, or None."""
-    CELL[0] = source
+def run_cell(source, filename="<cell>"):
+    """Run a cell in the notebook (its code compiled as `filename`); return the exception it
+    raised, or None."""
+    CELL[:] = [source, filename]
     if SHELL is None:
         try:
-            codes = compiled(source)
+            codes = compiled(source, filename)
         except (SyntaxError, ValueError):  # IPython's syntax, or IPython's report of the error
             codes = None
         if codes is not None:
@@ -451,8 +469,10 @@ def run_cell(source):
     return result.error_before_exec or result.error_in_exec
 
 
-def describe(error):
-    """The error as plain data: its type's name, its message, its classes' names."""
+def describe(error, inputs=True):
+    """The error as plain data: its type's name, its message, its classes' names, and where in the
+    student's code it was raised (`where`; with the inputs of their function's call unless not
+    `inputs`)."""
     try:
         evalue = str(error)
     except BaseException:  # a hostile __str__
@@ -465,7 +485,34 @@ def describe(error):
     if isinstance(error, OutputLimitExceeded):
         return {"ename": "OutputLimitExceeded", "evalue": "", "mro": ["OutputLimitExceeded"]}
     return {"ename": type(error).__name__, "evalue": evalue[:2000],
-            "mro": [cls.__name__ for cls in type(error).__mro__]}
+            "mro": [cls.__name__ for cls in type(error).__mro__], **where(error, inputs)}
+
+
+def where(error, inputs=True):
+    """{"place": the student's line that raised `error`, in words, "inputs": the call of
+    their function by a course cell that led there} (each only when known)."""
+    try:
+        frames, tb = [], error.__traceback__
+        while tb is not None:
+            frames.append((tb.tb_frame, tb.tb_lineno))
+            tb = tb.tb_next
+        own = [(frame, line) for frame, line in frames if frame.f_code.co_filename in OWN]
+        if not own:
+            return {}
+        frame, line = own[-1]  # the innermost line of theirs
+        cell_id, source = OWN[frame.f_code.co_filename]
+        code = (source.splitlines()[line - 1:line] or [""])[0].strip()
+        function = frame.f_code.co_name
+        found = {"place": (f"line {line} of {'their cell' if function == '<module>' else function} in "
+                           f"{PLACES.get(cell_id, 'a cell of theirs')}: {code[:200]}")}
+        called = next((frames[i][0] for i in range(1, len(frames))
+                       if frames[i][0].f_code.co_filename in OWN and frames[i - 1][0].f_code.co_filename not in OWN
+                       and frames[i][0].f_code.co_name != "<module>"), None)
+        if inputs and called is not None:
+            found["inputs"] = f"{called.f_code.co_name}({arguments_of(called)})"
+        return found
+    except Exception:  # a hostile traceback or argument: no place rather than none at all
+        return {}
 
 
 def baseline_memory():
@@ -547,13 +594,18 @@ def main(fd):
     timeouts = request.get("cell_timeouts", {})
     stopping_cells = set(request.get("stopping_cells", []))
     places = request.get("places", {})
+    PLACES.update(places)
+    own_cells = set(request.get("own_cells", []))
     CHANNEL[:] = [reader, writer]
     for cell_id, source in request["cells"]:
         started, cpu = time.monotonic(), time.process_time()
         SHOWN[0] = None
         OUTPUTS.clear()
         try:
-            error, out, err = with_limits(lambda: run_cell(source),
+            filename = f"<cell {cell_id}>"
+            if cell_id in own_cells:
+                OWN[filename] = (cell_id, source)
+            error, out, err = with_limits(lambda: run_cell(source, filename),
                                           timeouts.get(cell_id, request["cell_timeout"]))
         except BaseException as raised:  # a timeout between the shell's own handlers
             out = err = CappedOutput([0])
@@ -593,7 +645,7 @@ def main(fd):
                 if isinstance(error, CellTimeout):  # blame the function the check called
                     error = CellTimeout(request["name"], request["timeout"])
                 note_timeout(error, "in a check")
-                wire.send(writer, {"op": "raised", "error": describe(error),
+                wire.send(writer, {"op": "raised", "error": describe(error, inputs=False),
                                    "cpu_seconds": time.process_time() - cpu})
                 del args, kwargs, error
                 continue

@@ -6,7 +6,9 @@ decoder layer"); the section is the label in the check cell's metadata
 (`"course": {"section": "transformer-decoder-sublayers"}`), a MyST target
 `(name)=` of the chapter (the course file's `book.chapter`); a check cell
 without one links to its chapter's first label. The page's address is the
-course file's `book.url` under the site's `html.baseurl`.
+course file's `book.url` under the site's `html.baseurl`; while that is still
+the template's placeholder, nothing is published there, so messages name the
+chapter and its section by their titles instead of linking to a dead address.
 """
 
 import functools
@@ -94,8 +96,43 @@ def placeholder_base_url(course):
 
 
 def section_url(course, name, check):
-    """The address of the chapter section that explains `check`, or '' without a base URL."""
-    if not base_url(course):
+    """The address of the chapter section that explains `check`, or '' without a published site
+    (no base URL, or the template's placeholder: an address that leads nowhere)."""
+    if not base_url(course) or placeholder_base_url(course):
         return ""
     label = section_label(course, name, check)
     return f"{base_url(course)}{course.chapter_url.format(slug=name)}" + (f"#{label}" if label else "")
+
+
+@functools.cache
+def _headings(course, name):
+    """{label: the title of the heading under it} of the chapter of `name`, and its first heading
+    under the key None (the chapter's title)."""
+    path = course.root / course.chapter.format(slug=name)
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    found = {label: title for label, title in SECTION.findall(text)}
+    first = re.search(r"^#\s+(.+?)\s*$", text, re.MULTILINE)
+    found[None] = first.group(1) if first else ""
+    return found
+
+
+SECTION = re.compile(r"^\(([A-Za-z0-9_-]+)\)=\s*\n+#{1,6}\s+(.+?)\s*$", re.MULTILINE)
+
+
+def section_name(course, name, check):
+    """The chapter section that explains `check`, in words: “chapter”, section “section” (the
+    chapter's own title alone for its first label), or '' without a chapter."""
+    headings = {} if course.nbgrader else _headings(course, name)
+    chapter = headings.get(None)
+    if not chapter:  # an nbgrader course, or no chapter: nothing to name
+        return ""
+    section = headings.get(section_label(course, name, check), "")
+    return f"“{chapter}”" + (f", section “{section}”" if section and section != chapter else "")
+
+
+def explained_in(course, name, check):
+    """" (the chapter explains it: “chapter”, section “section”, address)" for a failed `check`; the
+    address only once the site is published, the titles always (so no link leads nowhere)."""
+    where = ", ".join(part for part in (section_name(course, name, check), section_url(course, name, check))
+                      if part)
+    return f" (the chapter explains it: {where})" if where else ""

@@ -5,14 +5,20 @@ The notebook runs as the grader runs it: fitted onto the released assignment
 then every cell once, in order, from a fresh process, in the same bubblewrap
 sandbox with the same limits. So a notebook that only worked because its
 cells were run out of order fails here too. Each check cell's visible checks
-give one line; the hidden checks are never run, and nothing of them is shown.
+give one line; the hidden checks are never run, and nothing of them is shown,
+except the resource rules (`assignment.Test.rules`): where its visible checks
+pass, a check cell's rules run as the grader runs them (the student's function
+in the same second sandbox, with the same limit and the same message), on the
+sizes the task states and inputs of no secret.
 """
 
+
+import dataclasses
 
 from . import assignment as assignments_
 from . import tasks
 from .course import assignments
-from .grade import read_notebook, sandbox_for
+from .grade import read_notebook, run_test, sandbox_for
 from .messages import failure_message
 from .sandbox import Limits, SandboxStopped, SandboxUnavailable, check_available
 
@@ -35,13 +41,16 @@ def validate(course, path, name=None, limits=Limits()):
     sandbox = sandbox_for(course, name, cells, limits)  # as the grader runs it, with its limits
     try:
         outputs = {output["id"]: output for output in sandbox.run()}
+        visible = {assignments_.grade_id(cell): outputs.get(str(i)) for i, cell in enumerate(cells)}
+        broken = {test.grade_id: _broken_rule(course, name, test, visible[test.grade_id], sandbox)
+                  for test in spec.tests
+                  if test.rules and visible.get(test.grade_id) and visible[test.grade_id]["error"] is None}
     except SandboxStopped as stop:
         return False, lines + [f"not gradable ({stop.status}): {stop.reason}"]
     finally:
         sandbox.close()
     lines += [f"{status}: {reason}" for status, reason in sandbox.events]
     passed = True
-    visible = {assignments_.grade_id(cell): outputs.get(str(i)) for i, cell in enumerate(cells)}
     for test in spec.tests:
         output = visible.get(test.grade_id)
         title = tasks.titles(course, name).get(test.grade_id, test.grade_id)
@@ -49,12 +58,23 @@ def validate(course, path, name=None, limits=Limits()):
             verdict = "FAIL: the notebook stopped before this check ran"
         elif output["error"] is not None:
             verdict = f"FAIL: {failure_message(output['error'])}"
+        elif broken.get(test.grade_id):
+            verdict = f"FAIL: {broken[test.grade_id]}"
         else:
-            verdict = "ok (visible checks; more checks run at grading)"
+            verdict = "ok (visible checks" + (" and resource rules" if test.rules else "") + \
+                "; more checks run at grading)"
         if not verdict.startswith("ok"):
             passed = False
-            url = tasks.section_url(course, name, test.grade_id)
-            verdict += f" (the chapter explains it: {url})" if url else ""
+            verdict += tasks.explained_in(course, name, test.grade_id)
         lines.append(f"{title} [{test.grade_id}, {test.points:g} point{'s' * (test.points != 1)}]: {verdict}")
     lines.append(assignments_.hidden_points_sentence(spec.hidden_points, spec.max_score))
     return passed and not problems and not sandbox.events, lines
+
+
+def _broken_rule(course, name, test, visible, sandbox):
+    """The grader's message when `test`'s resource rules fail on the student's functions of
+    `sandbox`, or None when they hold: the grader's own step (`grade.run_test`) with the rules
+    as the only hidden checks and no secret."""
+    sandbox.task = tasks.titles(course, name).get(test.grade_id)  # for its messages
+    check = run_test(dataclasses.replace(test, hidden=test.rules), visible, sandbox, None)
+    return check.message if check.score < check.max_score else None

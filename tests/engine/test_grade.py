@@ -234,7 +234,7 @@ def test_a_check_names_the_student_s_cell_whose_error_left_its_function_undefine
     _, _, details, _ = graded
     message = details["submitted-crashing-cell", SLUG]["test_softmax"]["message"]
     assert re.fullmatch(r"`softmax` is not defined because your answer cell of task “[^”]+” raised "
-                        r"RuntimeError: oops", message), message
+                        r"RuntimeError: oops, at line 1: raise RuntimeError\('oops'\)", message), message
 
 
 def test_a_submission_that_kills_its_process_is_reported_as_crashed(graded):

@@ -102,7 +102,11 @@ def test_given_cell_must_neither_replace_nor_use_what_students_write(tmp_path):
 @pytest.mark.parametrize("slug", SLUGS)
 def test_student_notebook_says_it_is_generated_and_holds_no_solution(slug):
     notebook = nbformat.read(COURSE.exercises / f"{slug}.ipynb", as_version=4)
-    assert "generated" in notebook.cells[0].source
+    # said to course authors where Jupyter shows it not: the student's notebook opens on their introduction
+    assert notebook.metadata["autograder"]["generated"].startswith(
+        f"This student notebook is generated from autograder/source/{slug}/{slug}.ipynb")
+    assert not any("course author" in cell.source for cell in notebook.cells)
+    assert notebook.cells[0].source.startswith("# Exercise")
     text = "\n".join(cell.source for cell in notebook.cells)
     # imports of the reference (a stamped given cell's header names solutions/<module>.py: allowed)
     for secret in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "from solutions.", "from solutions import",

@@ -4,9 +4,10 @@ import html
 import re
 from datetime import datetime, timezone
 
-from autograder.engine import deadlines, summary
+from autograder.engine import assignment, deadlines, feedback, summary, tasks
 from autograder.engine.results import Check, Result
-from tests.support import COURSE
+from autograder.samples.submissions import SLUG, implementations, submission
+from tests.support import COURSE, PUBLISHED, published
 
 DUE = datetime(2026, 3, 1, 23, 59, tzinfo=timezone.utc)
 
@@ -72,3 +73,43 @@ def test_score_histograms_put_half_points_in_the_column_above():
     svg = summary._histogram([0.5, 1, 1.5], 3, "halves")
     heights = [float(h) for h in re.findall(r"<rect [^>]*height='([0-9.]+)'", svg)]
     assert heights[0] == 0 and heights[1] == 2 * heights[2] > 0 and heights[3] == 0, heights
+
+
+# -- the student's feedback page ----------------------------------------------------------
+
+def _graded(scores, course=COURSE):
+    """The feedback page of a correct notebook of SLUG whose checks scored `scores` (grade_id ->
+    (points, message); full marks for the others)."""
+    spec = assignment.load(COURSE, SLUG)
+    cells, _ = assignment.fit(spec, submission(SLUG, implementations(SLUG).CORRECT))
+    checks = []
+    for test in spec.tests:
+        score, message = scores.get(test.grade_id, (test.points, ""))
+        checks.append(Check(test.grade_id, score, test.points, message))
+    return spec, feedback.feedback_html(course, Result("ada", SLUG, "graded", checks), cells, {})
+
+
+def test_feedback_shows_the_students_cells_and_each_checks_result_not_the_course_cells():
+    spec, page = _graded({})
+    assert page.count("<div class=\"highlight\">") == len(spec.solutions)  # their answers, highlighted
+    assert "CheckFailed" not in page and "Given: generated" not in page  # no helper, no given cell
+    assert "How it works" not in page  # no text of the course
+    for title in tasks.titles(COURSE, SLUG).values():
+        assert f"<h3>{title}</h3>" in page and f"The checks of “{title}”:" in page
+
+
+def test_why_points_were_lost_shows_only_where_some_were():
+    _, page = _graded({})
+    assert "why points were lost" not in page
+    _, page = _graded({"test_softmax": (0, "softmax: expected 1, got 2.")})
+    assert "why points were lost" in page and "softmax: expected 1, got 2." in page
+
+
+def test_feedback_links_a_failed_check_to_its_section_once_the_site_is_published():
+    failed = {"test_softmax": (0, "softmax: expected 1, got 2.")}
+    where = html.escape(tasks.section_name(COURSE, SLUG, "test_softmax"))
+    _, page = _graded(failed)  # the template's address: the section by its title, no link
+    assert f"A stable softmax (read the chapter {where})" in page and "<a href" not in page
+    _, page = _graded(failed, published())
+    url = tasks.section_url(published(), SLUG, "test_softmax")
+    assert url.startswith(PUBLISHED) and f"(<a href='{url}'>read the chapter</a>: {where})" in page

@@ -59,6 +59,76 @@ def test_get_ipython_hooks_apply_to_the_cells_after():
     assert functions == ["double"]
 
 
+def test_an_exception_says_the_students_line_and_the_inputs_of_the_call_that_raised():
+    """A visible check (a course cell) calls the student's function, which raises: the error names
+    the line of their cell that raised and the call's inputs (shapes and values), never a line of
+    the course's cells; a call by the grader gets the line only (its inputs are the hidden checks')."""
+    import numpy as np
+    import pytest
+
+    own = ("import numpy as np\n\ndef attend(Q, chunk_size, scale=None):\n    total = Q.sum(-1)\n"
+           "    return Q + np.ones((chunk_size, chunk_size))")
+    with Sandbox([("0", own), ("1", "Q = np.zeros((2, 10, 4))\nattend(Q, chunk_size=4)")], uid=UID) as sandbox:
+        sandbox.places = {"0": "your answer cell of task “Attend”", "1": "the check cell of task “Attend”"}
+        sandbox.own_cells = ["0"]
+        error = sandbox.run()[1]["error"]
+        assert error["ename"] == "ValueError"
+        assert error["place"] == ("line 5 of attend in your answer cell of task “Attend”: "
+                                  "return Q + np.ones((chunk_size, chunk_size))")
+        assert error["inputs"] == "attend(Q: array (2, 10, 4) float64, chunk_size=4, scale=None)"
+        with pytest.raises(ValueError, match=r"; at line 5 of attend in your answer cell") as raised:
+            sandbox.functions["attend"](np.zeros((3, 3, 3)), 4)
+        assert "array" not in str(raised.value)
+
+
+def test_in_ipython_s_shell_too_an_exception_says_the_students_line_and_the_call_s_inputs():
+    """A notebook that needs IPython (a magic) runs its cells in the kernel's shell: they are compiled
+    under their own names there too, so the error's place is found as on the plain-Python path."""
+    own = "def attend(Q, chunk_size):\n    total = Q.sum()\n    return Q + np.ones((chunk_size, chunk_size))"
+    with Sandbox([("0", "%config InlineBackend.figure_format = 'png'\nimport numpy as np"), ("1", own),
+                  ("2", "attend(np.zeros((2, 10, 4)), chunk_size=4)")], uid=UID) as sandbox:
+        sandbox.places = {"1": "your answer cell of task “Attend”", "2": "the check cell of task “Attend”"}
+        sandbox.own_cells = ["1"]
+        error = sandbox.run()[2]["error"]
+    assert error["ename"] == "ValueError"
+    assert error["place"] == ("line 3 of attend in your answer cell of task “Attend”: "
+                              "return Q + np.ones((chunk_size, chunk_size))")
+    assert error["inputs"] == "attend(Q: array (2, 10, 4) float64, chunk_size=4)"
+
+
+def test_in_jupyter_a_failed_call_of_the_notebooks_function_says_on_what_and_where():
+    """The check helpers' handler of Jupyter's exceptions (cells are files of no folder there, their
+    lines in linecache): the traceback, then which call failed, on what, and the line that raised."""
+    import contextlib
+    import io
+    import linecache
+
+    import numpy as np
+
+    from autograder.engine import checking
+
+    namespace = {"np": np}
+    for name, source in (("<cell 1>", "def attend(Q, chunk_size):\n    return Q + np.ones((chunk_size, chunk_size))\n"),
+                         ("<cell 2>", "attend(np.zeros((2, 10, 4)), chunk_size=4)\n")):
+        linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+        try:
+            exec(compile(source, name, "exec"), namespace)
+        except ValueError as error:
+            caught = error
+    shown = []
+
+    class Shell:
+        def showtraceback(self, exc_tuple, tb_offset=None):
+            shown.append(exc_tuple[0])
+
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        checking._explain(Shell(), ValueError, caught, caught.__traceback__)
+        checking._explain(Shell(), checking.CheckFailed, checking.CheckFailed("x"), None)
+    assert shown == [ValueError, checking.CheckFailed]
+    assert printed.getvalue() == ("ValueError raised in attend(Q: array (2, 10, 4) float64, chunk_size=4), at line 2 "
+                                  "of attend: return Q + np.ones((chunk_size, chunk_size))\n")
+
+
 # -- shell escapes ------------------------------------------------------------------------
 
 def outputs(sources, limits=Limits(cell_seconds=5)):

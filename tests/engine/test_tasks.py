@@ -3,7 +3,7 @@
 import pytest
 
 from autograder.engine import assignment, course, tasks
-from tests.support import COURSE
+from tests.support import COURSE, PUBLISHED, published
 
 SLUGS = course.assignments(COURSE)
 
@@ -27,7 +27,21 @@ def test_every_linked_section_exists_in_its_chapter(slug):
     assert labels, f"book/{slug}.md has no label"
     for check in tasks.titles(COURSE, slug):
         assert tasks.section_label(COURSE, slug, check) in labels
-        assert tasks.section_url(COURSE, slug, check).startswith(tasks.base_url(COURSE) + f"book/{slug}.html#")
+        assert tasks.section_url(published(), slug, check).startswith(f"{PUBLISHED}book/{slug}.html#")
+        assert tasks.section_name(COURSE, slug, check).startswith("“")  # the chapter's title, in words
+
+
+def test_no_link_leads_nowhere_while_the_address_is_the_templates():
+    """While html.baseurl is the template's placeholder nothing is published there: a failed check
+    names its chapter and section by their titles; once the address is set, it links there too."""
+    assert tasks.placeholder_base_url(published(COURSE.placeholder_baseurl))
+    explained = tasks.explained_in(published(COURSE.placeholder_baseurl), "efficient_attention",
+                                   "test_flash_attention")
+    assert explained == " (the chapter explains it: “Attention at scale”, section “FlashAttention in NumPy”)"
+    assert tasks.section_url(published(COURSE.placeholder_baseurl), "efficient_attention", "test_flash_attention") == ""
+    explained = tasks.explained_in(published(), "efficient_attention", "test_flash_attention")
+    assert explained == (" (the chapter explains it: “Attention at scale”, section “FlashAttention in NumPy”, "
+                         f"{PUBLISHED}book/efficient_attention.html#efficient-attention-flash)")
 
 
 def test_the_section_map_names_every_check_and_only_real_ones():

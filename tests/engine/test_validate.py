@@ -1,11 +1,16 @@
 """`python -m autograder validate NOTEBOOK`: the student's check before hand-in."""
 
+import inspect
 import json
+import textwrap
 
 import nbformat
+import numpy as np
 import pytest
 
+from autograder.checks.efficient_attention import check_flash_attention_memory
 from autograder.engine import assignment, tasks
+from autograder.engine.checking import CheckFailed
 from tests.support import COURSE
 from autograder.samples.submissions import SLUG, implementations, submission, write
 from tests.engine.grading import run_grader
@@ -45,7 +50,9 @@ def test_a_visible_mistake_fails_its_check_in_one_line(tmp_path):
     failed = [line for line in lines if "FAIL" in line]
     assert failed[0].startswith("Scaled dot-product attention [test_attention, 3 points]")
     assert "√d_k" in failed[0] and "Traceback" not in "\n".join(lines)
-    assert failed[0].endswith(f"(the chapter explains it: {tasks.section_url(COURSE, SLUG, 'test_attention')})")
+    # the template's html.baseurl leads nowhere: the chapter and its section, by their titles, and no address
+    assert failed[0].endswith(" (the chapter explains it: “Scaled dot-product attention”, section "
+                              "“The matrix form”)")
 
 
 def test_a_notebook_that_only_worked_out_of_order_fails(tmp_path):
@@ -111,3 +118,50 @@ def test_the_assignment_comes_from_the_name_or_the_option(tmp_path):
     assert code == 1 and "--assignment" in lines[0]
     code, _, _ = validate(renamed, "--assignment", SLUG)
     assert code == 0
+
+
+def test_resource_rules_run_as_the_grader_runs_them_with_its_message(tmp_path):
+    """A FlashAttention tiled at the sizes of the notebook's checks (its memory check too, T_k = 32768)
+    that forms the whole score matrix beyond them passes the visible checks; the grader's memory rule
+    (T_k = 131072) fails it, and `validate` runs that rule too: same sizes, same cap, same message."""
+    slug = "efficient_attention"
+    students = implementations(slug)
+    task, wrong, _, _ = students.MISTAKES["flash-whole-score-matrix"]
+    with pytest.raises(CheckFailed) as failure:  # the grader's rule, on a plain function (a forked child)
+        check_flash_attention_memory(wrong)
+    message = str(failure.value).replace(wrong.__name__, task)
+    assert "did not run within 64 MiB on T_q=512, T_k=131072" in message
+    notebook = submission(slug, students.CORRECT)
+    cell = next(cell for cell in notebook.cells if cell.metadata.get("nbgrader", {}).get("grade_id") == task)
+    cell.source += (f"\n\n\n{textwrap.dedent(inspect.getsource(wrong))}\n\n"
+                    f"tiled = {task}\n\n\ndef {task}(Q, K, V, block_size=64, causal=False):\n"
+                    f"    if K.shape[-2] > 32768:  # beyond the notebook's checks\n"
+                    f"        return {wrong.__name__}(Q, K, V, block_size, causal)\n"
+                    f"    return tiled(Q, K, V, block_size, causal)")
+    code, lines, _ = validate(write(tmp_path, "wrong", notebook, slug))
+    assert code == 1 and lines[-1] == "not ready: see the lines above"
+    assert [line for line in lines if "FAIL" in line] == [
+        f"FlashAttention [test_flash_attention, 5 points]: FAIL: {message}"
+        f"{tasks.explained_in(COURSE, slug, 'test_flash_attention')}"]
+    code, lines, _ = validate(write(tmp_path, "right", submission(slug, students.CORRECT), slug))
+    assert code == 0, lines
+    assert [line.split(": ", 1)[1] for line in lines if "[test_flash_attention" in line] == [
+        "ok (visible checks and resource rules; more checks run at grading)"] * 2
+
+
+def softmax_of_rows(x, axis=-1):
+    shifted = np.exp(x - x.max(axis=axis, keepdims=True))
+    return shifted / shifted.sum(axis=axis)[:, None]  # written for 2-D x: a 1-D x's sum is a number
+
+
+def test_an_exception_of_the_students_code_says_where_and_on_what(tmp_path):
+    """The student's function raises inside a visible check: the line says the function, the inputs
+    of the call that failed and the line of the student's cell that raised (never the checks' code)."""
+    code, lines, _ = validate(write(tmp_path, "me", submission(SLUG, {**CORRECT, "softmax": softmax_of_rows})))
+    line = next(line for line in lines if "[test_softmax," in line)
+    assert line.endswith(
+        "FAIL: IndexError: invalid index to scalar variable., raised in softmax(x: array (2,) float64, axis=-1), "
+        "at line 3 of softmax in your answer cell of task “A stable softmax”: return shifted / "
+        "shifted.sum(axis=axis)[:, None]  # written for 2-D x: a 1-D x's sum is a number"
+        + tasks.explained_in(COURSE, SLUG, "test_softmax"))
+    assert code == 1
