@@ -14,7 +14,7 @@ import pytest
 from autograder.engine import course
 from tests.support import COURSE
 from tests.book.test_browser import visit
-from tests.book.toc import pages
+from tests.book.toc import code_cells, pages
 
 AXE = COURSE.root / "tests" / "book" / "node_modules" / "axe-core" / "axe.min.js"
 WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
@@ -137,7 +137,6 @@ def test_keyboard_alone_reaches_and_downloads_the_exercise(slug, browser, site_u
     assert got == nbformat.read(COURSE.exercises / f"{slug}.ipynb", as_version=4)
 
 
-CODE_CELL = re.compile(r"^```\{code-cell\}.*?$(.*?)^```$", re.S | re.M)
 # Colour maps that colour-blind readers read: perceptually uniform, grey, or
 # the diverging RdBu; each with a colour bar or the values written in the
 # cells, except grey (masks, whose caption says what dark means).
@@ -149,7 +148,7 @@ def test_figures_use_colours_that_colour_blind_readers_tell_apart():
         text = chapter.read_text(encoding="utf-8")
         if "matplotlib" in text:
             assert 'plt.style.use("tableau-colorblind10")' in text, f"{chapter.name}: default colour cycle"
-        for cell in CODE_CELL.findall(text):
+        for cell in code_cells(text):
             for cmap in re.findall(r"cmap=\"([^\"]+)\"", cell):
                 assert cmap in READABLE_MAPS, f"{chapter.name}: colour map {cmap}"
                 if cmap != "Greys":

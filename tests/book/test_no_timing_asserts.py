@@ -3,14 +3,13 @@ times measured in the same run, but never assert a time against a fixed number o
 (a slower or busier machine would fail the build). Reads every chapter's code; builds nothing."""
 
 import ast
-import re
 
 import pytest
 
+from tests.book.toc import code_cells
 from tests.support import COURSE
 
 CHAPTERS = sorted((COURSE.root / "book").glob("*.md"))
-CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.S | re.M)
 TIMERS = {"time", "time_ns", "process_time", "process_time_ns", "perf_counter", "perf_counter_ns",
           "monotonic", "monotonic_ns", "thread_time", "thread_time_ns", "timeit", "repeat"}
 ABSOLUTE, RELATIVE = "a time", "a ratio of times"
@@ -24,7 +23,7 @@ def strongest(kinds):
 def chapter_code(text):
     """The Python of a MyST chapter's code cells, without their options and IPython magics."""
     cells = []
-    for cell in CODE_CELL.findall(text):
+    for cell in code_cells(text):
         lines = cell.splitlines()
         if lines and lines[0] == "---":                      # YAML options between two ---
             lines = lines[lines.index("---", 1) + 1:]
@@ -52,7 +51,9 @@ class Times:
 
     def __init__(self, tree):
         self.paths = {}
-        for _ in range(4):                                   # to a fixed point, whatever the order
+        learnt = None
+        while learnt != self.paths:                          # to a fixed point, whatever the order
+            learnt = dict(self.paths)
             for node in ast.walk(tree):
                 self.learn(node)
 

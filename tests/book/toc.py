@@ -28,3 +28,11 @@ def title(name):
     if text.startswith("---"):
         text = text.split("\n---", 1)[1]
     return re.search(r"^# (.+)$", text, re.M).group(1).strip()
+
+
+CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```$", re.S | re.M)
+
+
+def code_cells(text):
+    """The source of each code cell of a MyST chapter's `text`, its options (--- … --- or :key:) included."""
+    return CODE_CELL.findall(text)
