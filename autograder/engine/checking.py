@@ -1,6 +1,8 @@
 # Check helpers: a failed check says in one sentence what is wrong.
 # (This cell is the same in every exercise; `python -m autograder release`
 # copies it from autograder/engine/checking.py. Run it; leave it as it is.)
+import contextlib
+
 import numpy as np
 
 RTOL, ATOL = 1e-6, 1e-9  # the one tolerance of every check: float64 code that is right agrees closer
@@ -18,6 +20,28 @@ class CheckFailed(AssertionError):
 
     def _render_traceback_(self):
         return [f"\x1b[1;31mCheck failed:\x1b[0m {self}"]
+
+
+class FixFirst(CheckFailed):
+    """A task's check failed beside an earlier task that fails its own check (`uses`)."""
+
+
+@contextlib.contextmanager
+def uses(name, *earlier_checks):
+    """The checks of a task whose function uses the earlier task `name`, run in a `with` block:
+    when one fails and one of `earlier_checks` (functions that run `name`'s own checks) fails too,
+    the cell stops with FixFirst, which says to fix `name` first. At grading this costs the task
+    nothing: its hidden checks judge it with a correct `name`, and decide its points."""
+    try:
+        yield
+    except Exception:
+        for run in earlier_checks:
+            try:
+                run()
+            except Exception:
+                raise FixFirst(f"{name} fails its own check, and this one cannot pass beside it: fix {name} "
+                               f"first (at grading this task is judged with a correct {name}).") from None
+        raise
 
 
 def check(condition, message):

@@ -22,6 +22,7 @@ Nothing the notebook measures or redefines (``tracemalloc``, a given
 import contextlib
 import contextvars
 import copy
+import inspect
 import io
 import os
 import resource
@@ -67,21 +68,27 @@ class Unfinished(CheckFailed):
     """
 
 
-def call(function, *args, on, **kwargs):
+def call(function, *args, on, stand_ins=(), **kwargs):
     """Return ``function(*args, **kwargs)``; ``on`` describes the input for messages.
 
     Warnings and stderr are silenced while it runs: nbgrader scores a cell
     zero when anything reaches stderr, and a correct function that warns
     deserves its points. Arguments, parameter dicts included, must come back
     unchanged.
+
+    ``stand_ins``: the reference's versions of the other graded functions (by their
+    ``__name__``; the function's own name is skipped). While it runs, the student's
+    functions of those names answer with the reference's value for the arguments they
+    are given, however the function reaches them (by name, through a helper, as a
+    default argument), so that a task is judged on its own. See `standing_in`.
     """
     name = getattr(function, "__name__", "your function")
     snapshot = copy.deepcopy((args, kwargs))
     with warnings.catch_warnings(), np.errstate(all="ignore"), \
-            contextlib.redirect_stderr(io.StringIO()):
+            contextlib.redirect_stderr(io.StringIO()), standing_in(function, stand_ins) as run:
         warnings.simplefilter("ignore")
         try:
-            result = function(*args, **kwargs)
+            result = run(*args, **kwargs)
         except NotImplementedError:
             raise Unfinished(f"{name} raises NotImplementedError: it is not implemented yet, or a function "
                              "of yours that it calls is not (finish that one first).") from None
@@ -99,8 +106,68 @@ def call(function, *args, on, **kwargs):
     return result
 
 
-def call_in_memory(function, *args, on, limit_bytes, **kwargs):
-    """``call(function, *args, on=on, **kwargs)`` where the call has at most ``limit_bytes`` of
+@contextlib.contextmanager
+def standing_in(function, stand_ins):
+    """Yield what calls ``function`` with the student's functions named as those of ``stand_ins``
+    (the reference's: functions, or a dict name -> function) replaced by them, ``function``'s own
+    name excepted.
+
+    - a sandbox proxy (``sandbox.StudentFunction``, under ``grade``): the reference never enters
+      the student's process; stand-ins there send their arguments (plain data) to the grader,
+      which computes the reference's value and answers only for the names of the call it is
+      waiting on; a stand-in kept for later answers nothing. An argument that is not plain data
+      makes the stand-in raise a TypeError naming the function;
+    - a plain function (plain nbgrader kernels, the tests): the names are swapped in its
+      namespace (``__globals__``), and matching objects in its defaults, then restored.
+    """
+    from .sandbox import StudentFunction  # the engine's sandbox, loaded when used
+
+    if not isinstance(stand_ins, dict):
+        stand_ins = {stand_in.__name__: stand_in for stand_in in stand_ins}
+    own = getattr(function, "__name__", None)
+    stand_ins = {name: stand_in for name, stand_in in stand_ins.items() if name != own}
+    if not stand_ins:
+        yield function
+    elif isinstance(function, StudentFunction):
+        yield function.standing_in(stand_ins)
+    else:
+        with _swapped(inspect.unwrap(function), stand_ins):
+            yield function
+
+
+@contextlib.contextmanager
+def _swapped(function, stand_ins):
+    """``function``'s global names and defaults of ``stand_ins`` replaced, restored on exit."""
+    namespace = getattr(function, "__globals__", None)
+    if not isinstance(namespace, dict):
+        yield
+        return
+    missing = object()
+    originals = {name: namespace.get(name, missing) for name in stand_ins}
+    replaced = {id(value): stand_ins[name] for name, value in originals.items() if value is not missing}
+    defaults = getattr(function, "__defaults__", None)
+    kwdefaults = getattr(function, "__kwdefaults__", None)
+    try:
+        namespace.update(stand_ins)
+        if defaults:
+            function.__defaults__ = tuple(replaced.get(id(value), value) for value in defaults)
+        if kwdefaults:
+            function.__kwdefaults__ = {key: replaced.get(id(value), value) for key, value in kwdefaults.items()}
+        yield
+    finally:
+        for name, value in originals.items():
+            if value is missing:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = value
+        if defaults:
+            function.__defaults__ = defaults
+        if kwdefaults:
+            function.__kwdefaults__ = kwdefaults
+
+
+def call_in_memory(function, *args, on, limit_bytes, stand_ins=(), **kwargs):
+    """``call(function, *args, on=on, stand_ins=stand_ins, **kwargs)`` where the call has at most ``limit_bytes`` of
     memory beyond its process's baseline; ``CheckFailed`` naming the function, the input and
     the limit when it does not fit (MemoryError, or its process dies).
 
@@ -136,11 +203,11 @@ def call_in_memory(function, *args, on, limit_bytes, **kwargs):
         try:
             bounded = function.in_memory(limit_bytes)
             with _memory_error_as(failed):
-                return call(bounded, *args, on=on, **kwargs)
+                return call(bounded, *args, on=on, stand_ins=stand_ins, **kwargs)
         except SandboxStopped as stop:
             raise OutOfMemory(f"{name} could not be run within {limit} of memory on {on} "
                               f"({stop.reason}).") from None
-    return _call_forked(function, args, kwargs, on, limit_bytes, failed)
+    return _call_forked(function, args, kwargs, on, limit_bytes, failed, stand_ins)
 
 
 class OutOfMemory(CheckFailed):
@@ -168,7 +235,7 @@ def _memory_error_as(failed):
 _MEMORY = contextvars.ContextVar("memory", default=False)  # inside call_in_memory: MemoryError fails it
 
 
-def _call_forked(function, args, kwargs, on, limit_bytes, failed):
+def _call_forked(function, args, kwargs, on, limit_bytes, failed, stand_ins=()):
     """``call`` in a forked child whose address space is capped at its size plus ``limit_bytes``."""
     from . import wire
 
@@ -182,7 +249,7 @@ def _call_forked(function, args, kwargs, on, limit_bytes, failed):
             resource.setrlimit(resource.RLIMIT_AS, (size + limit_bytes, size + limit_bytes))
             try:
                 with _memory_error_as(failed):
-                    message = ("returned", call(function, *args, on=on, **kwargs))
+                    message = ("returned", call(function, *args, on=on, stand_ins=stand_ins, **kwargs))
             except CheckFailed as failure:
                 message = ("out of memory" if isinstance(failure, OutOfMemory) else "failed", str(failure))
             tree, blobs = wire.encode(message)

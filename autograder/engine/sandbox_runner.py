@@ -15,9 +15,23 @@ to the grader over the socket FD with `wire` messages:
              "seconds": s, "cpu_seconds": s}  (one per cell)
   runner -> {"op": "ran", "functions": [names of the callables the notebook defined],
              "started": t, "imported": t}  (time.monotonic() when it started and had imported)
-  grader -> {"op": "call", "name": n, "timeout": s, "arguments": [args, kwargs]} (wire value)
+  grader -> {"op": "call", "name": n, "timeout": s, "stand_ins": [names],
+             "arguments": [args, kwargs]} (wire value)
+  while it runs, for each call of a stand-in (below):
+    runner -> {"op": "stand-in", "name": e, "arguments": [args, kwargs]}
+    grader -> {"op": "answer", "value": value} or {"op": "raised", "error": {...}}
   runner -> {"op": "returned", "cpu_seconds": s} + [result, args, kwargs after the call]
             or {"op": "raised", "error": {...}, "cpu_seconds": s}
+
+Stand-ins: while the called function runs, each name of "stand_ins" (the
+other graded functions of the exercise) is, in the notebook's namespace and
+in the called function's default arguments, a stand-in that sends its
+arguments to the grader and returns the grader's answer: the reference's
+value, computed there (the reference never enters this process). So a
+function is judged with correct neighbours, whatever the student's are. The
+namespace and the defaults are restored after the call; a stand-in kept by
+the notebook answers nothing afterwards, and the grader answers only for the
+names of the call it is waiting on.
 
 limits["memory_above_baseline"], when not null, makes this a sandbox for
 memory checks: before the first cell, the runner reserves BLAS's work buffer,
@@ -229,6 +243,80 @@ def describe(error):
             "mro": [cls.__name__ for cls in type(error).__mro__]}
 
 
+class StandIns:
+    """The stand-ins of the call running now: its names, and the channel to the grader."""
+
+    def __init__(self, reader, writer):
+        self.reader, self.writer, self.names = reader, writer, frozenset()
+
+    def make(self, name):
+        """The stand-in for the notebook's function `name`: the grader's answer for its arguments,
+        while a call that names it runs."""
+        def stand_in(*args, **kwargs):
+            if name not in self.names:
+                raise RuntimeError(f"{name}: this stand-in for the correct {name} answered only "
+                                   "during the check's call")
+            tree, blobs = wire.encode([args, kwargs])
+            kind = wire.unsupported(tree)
+            if kind is not None:
+                raise TypeError(f"{name} was given a {kind}, which is not plain data (numbers, arrays, "
+                                f"lists, dicts): your function is judged with a correct {name}, which "
+                                "runs in the grader and can only be given plain data")
+            # the round trip is not interrupted by a time limit (it would leave half an answer
+            # unread): the alarm that fell in it is raised after
+            masked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGPROF})
+            try:
+                wire.send(self.writer, {"op": "stand-in", "name": name, "arguments": tree}, blobs)
+                header, blobs = wire.receive(self.reader)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, masked)
+            if header.get("op") == "answer":
+                return wire.decode(header["value"], blobs)
+            error = header.get("error") or {}
+            kind = getattr(builtins, str(error.get("ename")), None)
+            kind = kind if isinstance(kind, type) and issubclass(kind, Exception) else RuntimeError
+            raise kind(str(error.get("evalue", "")))
+        stand_in.__name__ = stand_in.__qualname__ = name
+        return stand_in
+
+    def swap(self, function, names):
+        """Put the stand-ins of `names` into the notebook and `function`'s defaults; return what
+        undoes it."""
+        stand_ins = {name: self.make(name) for name in names}
+        originals = {name: NOTEBOOK.get(name, MISSING) for name in names}
+        replaced = {id(value): stand_ins[name] for name, value in originals.items() if value is not MISSING}
+        defaults = getattr(function, "__defaults__", None)
+        kwdefaults = getattr(function, "__kwdefaults__", None)
+        try:
+            if defaults:
+                function.__defaults__ = tuple(replaced.get(id(value), value) for value in defaults)
+            if kwdefaults:
+                function.__kwdefaults__ = {key: replaced.get(id(value), value) for key, value in kwdefaults.items()}
+        except (AttributeError, TypeError):  # not a plain function: its defaults stay
+            pass
+        NOTEBOOK.update(stand_ins)
+        self.names = frozenset(names)
+
+        def restore():
+            self.names = frozenset()
+            for name, value in originals.items():
+                if value is MISSING:
+                    NOTEBOOK.pop(name, None)
+                else:
+                    NOTEBOOK[name] = value
+            with_defaults = {"__defaults__": defaults, "__kwdefaults__": kwdefaults}
+            for attribute, value in with_defaults.items():
+                if value is not None:
+                    try:
+                        setattr(function, attribute, value)
+                    except (AttributeError, TypeError):
+                        pass
+        return restore
+
+
+MISSING = object()
+
+
 def baseline_memory():
     """This process's address space (VmSize, bytes) once NumPy is ready: BLAS's work buffer,
     which its first product reserves (32 MiB), is made here, before the notebook runs."""
@@ -320,6 +408,7 @@ def main(fd):
                        and not isinstance(value, type(os)))
     wire.send(writer, {"op": "ran", "functions": functions, "started": STARTED, "imported": imported})
 
+    stand_ins = StandIns(reader, writer)
     while True:
         message = wire.receive(reader)
         if message is None:
@@ -330,9 +419,15 @@ def main(fd):
             args, kwargs = wire.decode(request["arguments"], blobs)
             del message, blobs  # the arrays are decoded: their bytes would only take memory
             function = NOTEBOOK.get(request["name"])
+            names = [name for name in request.get("stand_ins") or () if isinstance(name, str)]
+            restore = stand_ins.swap(function, names) if names else None
             cpu = time.process_time()
             try:
-                value, _, _ = with_limits(lambda: function(*args, **kwargs), request["timeout"])
+                try:
+                    value, _, _ = with_limits(lambda: function(*args, **kwargs), request["timeout"])
+                finally:
+                    if restore:
+                        restore()
             except BaseException as error:  # the student's function failed: report, go on
                 if isinstance(error, CellTimeout):  # blame the function the check called
                     error = CellTimeout(request["name"], request["timeout"])

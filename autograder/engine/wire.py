@@ -83,6 +83,17 @@ def encode(value):
     return walk(value, 0), blobs
 
 
+def unsupported(tree):
+    """The type name of the first value of `encode`'s `tree` that is not plain data, or None."""
+    if isinstance(tree, dict):
+        if set(tree) == {"unsupported"}:
+            return tree["unsupported"]
+        tree = next(iter(tree.values()), None) if len(tree) == 1 else None
+    if isinstance(tree, list):
+        return next((kind for kind in map(unsupported, tree) if kind is not None), None)
+    return None
+
+
 def _blob(array, blobs):
     blobs.append(np.ascontiguousarray(array))  # written as .npy by `send`, one at a time
     return len(blobs) - 1

@@ -1,0 +1,172 @@
+"""A function is judged with correct neighbours: ``harness.call(..., stand_ins=...)``.
+
+While the check's call runs, every other graded function the called one reaches (by its global
+name, through a helper that looks the name up, or as a default argument) answers with the
+reference's value for its arguments. In the sandbox the reference never enters the student's
+process: the stand-ins ask the grader, which answers only during the call it waits on. Outside
+it (plain functions) the names are swapped in the function's namespace. Either way the namespace
+and the defaults are as before afterwards.
+"""
+
+import numpy as np
+import pytest
+
+from autograder.engine import harness
+from autograder.engine.checking import CheckFailed
+from autograder.engine.sandbox import Sandbox
+
+UID = 100_000 + 99_002  # a sandbox user no grading process uses
+
+NOTEBOOK = '''
+import numpy as np
+
+def softmax(x, axis=-1):          # wrong: no exp
+    return x / x.sum(axis=axis, keepdims=True)
+
+def masked(scores):               # an ungraded helper that looks softmax up by name
+    return softmax(scores)
+
+def attention(scores, values):    # right, beside a wrong softmax
+    return masked(scores) @ values
+
+def mapped(x, feature_map=softmax):  # a graded function as a default argument
+    return feature_map(x) * 2
+
+def kept(x):                      # keeps the stand-in it was given, for later
+    global STASH
+    STASH = softmax
+    return softmax(x)
+
+def later(x):
+    return STASH(x)
+
+def with_a_function(x):           # calls softmax with something that is not plain data
+    return softmax(lambda: x)
+
+def where_is_softmax():
+    return softmax.__name__, softmax(np.array([0.0, 0.0]))
+
+def secret_sum(x):                # prints the reference's answer: it stays in the sandbox
+    print(softmax(x))
+    return np.zeros(1)
+'''
+
+
+def softmax(x, axis=-1):
+    """The reference."""
+    exps = np.exp(x - x.max(axis=axis, keepdims=True))
+    return exps / exps.sum(axis=axis, keepdims=True)
+
+
+SCORES = np.array([[0.0, np.log(3.0)]])
+VALUES = np.array([[4.0], [0.0]])
+
+
+@pytest.fixture(scope="module")
+def functions():
+    with Sandbox([("0", NOTEBOOK)], uid=UID) as sandbox:
+        sandbox.run()
+        yield sandbox.functions
+
+
+def plain():
+    namespace = {}
+    exec(NOTEBOOK, namespace)
+    return namespace
+
+
+def test_a_right_function_beside_a_wrong_neighbour_gets_the_reference_values(functions):
+    wrong = functions["attention"](SCORES, VALUES)
+    right = harness.call(functions["attention"], SCORES, VALUES, on="x", stand_ins=(softmax,))
+    assert np.allclose(right, [[1.0]]) and not np.allclose(wrong, right)
+    # the namespace is restored: the student's own softmax again
+    assert np.allclose(functions["attention"](SCORES, VALUES), wrong)
+
+
+def test_defaults_are_stood_in_for_and_restored(functions):
+    x = np.array([0.0, np.log(3.0)])
+    assert np.allclose(harness.call(functions["mapped"], x, on="x", stand_ins=(softmax,)), [0.5, 1.5])
+    assert np.allclose(functions["mapped"](x), 2 * x / x.sum())
+
+
+def test_the_called_function_is_never_stood_in_for(functions):
+    x = np.array([1.0, 3.0])
+    assert np.allclose(harness.call(functions["softmax"], x, on="x", stand_ins=(softmax,)), [0.25, 0.75])
+
+
+def test_a_kept_stand_in_answers_nothing_later(functions):
+    x = np.array([0.0, np.log(3.0)])
+    assert np.allclose(harness.call(functions["kept"], x, on="x", stand_ins=(softmax,)), [0.25, 0.75])
+    with pytest.raises(CheckFailed, match="answered only during the check's call"):
+        harness.call(functions["later"], x, on="x", stand_ins=())
+    # nor when another call stands in for other names
+    with pytest.raises(CheckFailed, match="answered only during"):
+        harness.call(functions["later"], x, on="x", stand_ins={"other": softmax})
+
+
+def test_an_argument_that_is_not_plain_data_fails_naming_the_function(functions):
+    with pytest.raises(CheckFailed, match=r"with_a_function raised TypeError \(softmax was given a function"):
+        harness.call(functions["with_a_function"], np.zeros(2), on="x", stand_ins=(softmax,))
+
+
+def test_the_stand_in_is_by_name_and_its_errors_are_the_references(functions):
+    name, value = harness.call(functions["where_is_softmax"], on="x", stand_ins=(softmax,))
+    assert name == "softmax" and np.allclose(value, [0.5, 0.5])
+    with pytest.raises(CheckFailed, match="raised ValueError"):  # the reference's own error
+        harness.call(functions["attention"], SCORES, np.zeros((3, 1)), on="x", stand_ins=(softmax,))
+
+
+def test_plain_functions_swap_their_namespace_and_defaults_and_restore_them():
+    namespace = plain()
+    own = namespace["softmax"]
+    assert np.allclose(harness.call(namespace["attention"], SCORES, VALUES, on="x", stand_ins=(softmax,)),
+                       [[1.0]])
+    x = np.array([0.0, np.log(3.0)])
+    assert np.allclose(harness.call(namespace["mapped"], x, on="x", stand_ins={"softmax": softmax}), [0.5, 1.5])
+    assert namespace["softmax"] is own and namespace["mapped"].__defaults__ == (own,)
+    with pytest.raises(CheckFailed):  # restored after a failure too
+        harness.call(namespace["attention"], SCORES, np.zeros((3, 1)), on="x", stand_ins=(softmax,))
+    assert namespace["softmax"] is own
+
+
+def test_the_sandbox_still_serves_calls_after_stand_ins(functions):
+    out = harness.call(functions["secret_sum"], SCORES, on="x", stand_ins=(softmax,))
+    assert np.allclose(out, 0.0)
+    wrong = SCORES / SCORES.sum(axis=-1, keepdims=True) @ VALUES
+    assert np.allclose(functions["attention"](SCORES, VALUES), wrong)
+
+
+def test_a_visible_check_beside_a_failing_earlier_task_says_fix_it_first():
+    from autograder.engine.checking import FixFirst, check_close, uses
+
+    def wrong_softmax(x):
+        return x
+    with pytest.raises(FixFirst, match="fix softmax first"):
+        with uses("softmax", lambda: check_close(wrong_softmax(np.array([1.0, 1.0])), [0.5, 0.5], "softmax")):
+            check_close(np.zeros(1), np.ones(1), "attention")
+    with pytest.raises(CheckFailed) as failure:  # the earlier task passes: the task's own failure
+        with uses("softmax", lambda: check_close(softmax(np.array([1.0, 1.0])), [0.5, 0.5], "softmax")):
+            check_close(np.zeros(1), np.ones(1), "attention")
+    assert not isinstance(failure.value, FixFirst)
+
+
+class _Alive:
+    alive, functions = True, {}
+
+
+@pytest.mark.parametrize("hidden, score", [("pass", 3.0), ("raise CheckFailed('attention: wrong.')", 0.0)])
+def test_under_grading_the_hidden_checks_decide_beside_a_failing_earlier_task(hidden, score):
+    from autograder.engine.assignment import Test
+    from autograder.engine.grade import _run_test
+
+    said = "softmax fails its own check, and this one cannot pass beside it: fix softmax first"
+    visible = {"error": {"ename": "FixFirst", "evalue": said, "mro": ["FixFirst", "CheckFailed"],
+                         "function": None}}
+    test = Test("test_attention", 3.0, f"from autograder.engine.checking import CheckFailed\n{hidden}")
+    result = _run_test(test, visible, _Alive(), None)
+    assert result.score == score
+    assert ("judged with correct earlier functions" in result.message) == bool(score)
+    assert (result.message == "attention: wrong.") == (not score)
+    # any other failure of the visible part still costs the points
+    visible["error"] = {**visible["error"], "ename": "CheckFailed", "mro": ["CheckFailed"]}
+    assert _run_test(test, visible, _Alive(), None).score == 0.0
