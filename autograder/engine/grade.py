@@ -299,8 +299,8 @@ def _run_test(test, visible, sandbox, secret):
     """The Check of one check cell: its visible part ran in the sandbox, its hidden part runs here,
     on inputs drawn with the submission's `secret`. Where the visible part failed, its message
     stands, with the mistake the hidden part names when it names one (`_with_cause`)."""
-    # a visible check that failed beside a failing earlier task (checking.uses) costs nothing:
-    # the hidden checks, which judge the task with correct earlier functions, decide
+    # A visible check that failed beside a failing earlier task ("fix softmax first": checking.uses)
+    # says nothing of this task's own code: its hidden checks do.
     waited = visible is not None and visible["error"] is not None and "FixFirst" in visible["error"]["mro"]
 
     def failed(message, cause=None):
@@ -314,7 +314,7 @@ def _run_test(test, visible, sandbox, secret):
         return failed("not graded: the notebook's process had stopped before this check ran")
     namespace = dict(sandbox.functions)
     try:
-        with harness.secret(secret):
+        with harness.secret(secret), harness.answering() as stood_in:
             exec(compile(test.hidden, f"<hidden checks of {test.grade_id}>", "exec"), namespace)
     except CheckFailed as failure:
         return failed(str(failure), failure.cause)
@@ -326,9 +326,13 @@ def _run_test(test, visible, sandbox, secret):
                       "or did it fail to run?)")
     except Exception as error:  # the student's result broke a check: it is not right
         return failed(f"{type(error).__name__}: {_first_line(error)}")
-    if waited:
+    if visible["error"] is not None and stood_in:
+        # The hidden checks, which include the visible check's cases, passed with the reference's
+        # versions of the student's other functions standing in: the visible failure came from those
+        # (whose own checks take their points), not from this task's code.
         return Check(test.grade_id, test.points, test.points,
-                     f"Right, judged with correct earlier functions. In the notebook: {failure_message(visible['error'])}")
+                     f"Right when judged with a correct {' and '.join(sorted(stood_in))}; in the notebook, "
+                     f"{failure_message(visible['error'])}")
     if visible["error"] is not None:
         return failed("")
     return Check(test.grade_id, test.points, test.points)

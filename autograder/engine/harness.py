@@ -22,6 +22,7 @@ Nothing the notebook measures or redefines (``tracemalloc``, a given
 import contextlib
 import contextvars
 import copy
+import functools
 import inspect
 import io
 import os
@@ -106,6 +107,37 @@ def call(function, *args, on, stand_ins=(), **kwargs):
     return result
 
 
+_ANSWERED = contextvars.ContextVar("answered", default=None)
+
+
+@contextlib.contextmanager
+def answering():
+    """Yield the set of the names whose stand-ins answered (were called) in the `with` block: the
+    graded functions a check judged the student's function with the reference's versions of."""
+    names = set()
+    token = _ANSWERED.set(names)
+    try:
+        yield names
+    finally:
+        _ANSWERED.reset(token)
+
+
+def answered(name):
+    """Note that the stand-in for `name` answered (see `answering`)."""
+    names = _ANSWERED.get()
+    if names is not None:
+        names.add(name)
+
+
+def _noting(name, stand_in):
+    """``stand_in``, noting each call (`answered`)."""
+    @functools.wraps(stand_in)
+    def noted(*args, **kwargs):
+        answered(name)
+        return stand_in(*args, **kwargs)
+    return noted
+
+
 @contextlib.contextmanager
 def standing_in(function, stand_ins):
     """Yield what calls ``function`` with the student's functions named as those of ``stand_ins``
@@ -131,7 +163,7 @@ def standing_in(function, stand_ins):
     elif isinstance(function, StudentFunction):
         yield function.standing_in(stand_ins)
     else:
-        with _swapped(inspect.unwrap(function), stand_ins):
+        with _swapped(inspect.unwrap(function), {name: _noting(name, f) for name, f in stand_ins.items()}):
             yield function
 
 

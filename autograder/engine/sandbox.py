@@ -42,7 +42,7 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from . import wire
+from . import harness, wire
 from .course import ENGINE_PACKAGE
 
 HERE = Path(__file__).resolve().parent
@@ -487,6 +487,7 @@ class Sandbox:
         if function is None:
             reply = {"op": "raised", "error": {"ename": "RuntimeError", "evalue": f"no stand-in for {name!r} now"}}
         else:
+            harness.answered(name)
             try:
                 with warnings.catch_warnings(), np.errstate(all="ignore"):
                     warnings.simplefilter("ignore")

@@ -154,19 +154,36 @@ class _Alive:
     alive, functions = True, {}
 
 
-@pytest.mark.parametrize("hidden, score", [("pass", 3.0), ("raise CheckFailed('attention: wrong.')", 0.0)])
+@pytest.mark.parametrize("hidden, score", [("harness.answered('softmax')", 3.0),
+                                           ("harness.answered('softmax'); raise CheckFailed('attention: wrong.')", 0.0),
+                                           ("pass", 0.0)])
 def test_under_grading_the_hidden_checks_decide_beside_a_failing_earlier_task(hidden, score):
+    """A visible failure costs nothing when the hidden checks (which include the visible cases) pass
+    with the reference standing in for a function the task used; else it costs the points."""
     from autograder.engine.assignment import Test
     from autograder.engine.grade import _run_test
 
     said = "softmax fails its own check, and this one cannot pass beside it: fix softmax first"
     visible = {"error": {"ename": "FixFirst", "evalue": said, "mro": ["FixFirst", "CheckFailed"],
                          "function": None}}
-    test = Test("test_attention", 3.0, f"from autograder.engine.checking import CheckFailed\n{hidden}")
+    test = Test("test_attention", 3.0, "from autograder.engine import harness\n"
+                                       f"from autograder.engine.checking import CheckFailed\n{hidden}")
     result = _run_test(test, visible, _Alive(), None)
     assert result.score == score
-    assert ("judged with correct earlier functions" in result.message) == bool(score)
-    assert (result.message == "attention: wrong.") == (not score)
-    # any other failure of the visible part still costs the points
+    assert ("Right when judged with a correct softmax" in result.message) == bool(score)
+    if "wrong" in hidden:  # beside a failing softmax, the hidden check's own words
+        assert result.message == "attention: wrong."
+    # a visible failure of another kind too
     visible["error"] = {**visible["error"], "ename": "CheckFailed", "mro": ["CheckFailed"]}
-    assert _run_test(test, visible, _Alive(), None).score == 0.0
+    assert _run_test(test, visible, _Alive(), None).score == score
+
+
+def test_the_checks_note_which_stand_ins_answered(functions):
+    with harness.answering() as names:
+        harness.call(functions["mapped"], np.zeros(2), on="x", stand_ins=(softmax,))
+    assert names == {"softmax"}
+    namespace = plain()
+    with harness.answering() as names:
+        harness.call(namespace["attention"], SCORES, VALUES, on="x", stand_ins=(softmax,))
+        harness.call(namespace["attention"], SCORES, VALUES, on="x", stand_ins={"unused": softmax})
+    assert names == {"softmax"}
