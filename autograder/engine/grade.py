@@ -326,13 +326,14 @@ def _run_test(test, visible, sandbox, secret):
                       "or did it fail to run?)")
     except Exception as error:  # the student's result broke a check: it is not right
         return failed(f"{type(error).__name__}: {_first_line(error)}")
-    if visible["error"] is not None and stood_in:
+    if visible["error"] is not None and (stood_in or waited):
         # The hidden checks, which include the visible check's cases, passed with the reference's
-        # versions of the student's other functions standing in: the visible failure came from those
-        # (whose own checks take their points), not from this task's code.
+        # versions of the student's other functions standing in (or beside an earlier function that
+        # fails its own visible check): the visible failure came from those, whose own checks take
+        # their points, not from this task's code.
+        correct = f"a correct {' and '.join(sorted(stood_in))}" if stood_in else "correct earlier functions"
         return Check(test.grade_id, test.points, test.points,
-                     f"Right when judged with a correct {' and '.join(sorted(stood_in))}; in the notebook, "
-                     f"{failure_message(visible['error'])}")
+                     f"Right when judged with {correct}; in the notebook, {failure_message(visible['error'])}")
     if visible["error"] is not None:
         return failed("")
     return Check(test.grade_id, test.points, test.points)

@@ -159,7 +159,8 @@ class _Alive:
                                            ("pass", 0.0)])
 def test_under_grading_the_hidden_checks_decide_beside_a_failing_earlier_task(hidden, score):
     """A visible failure costs nothing when the hidden checks (which include the visible cases) pass
-    with the reference standing in for a function the task used; else it costs the points."""
+    with the reference standing in for a function the task used, or beside an earlier function that
+    fails its own visible check (FixFirst); else it costs the points."""
     from autograder.engine.assignment import Test
     from autograder.engine.grade import _run_test
 
@@ -169,13 +170,14 @@ def test_under_grading_the_hidden_checks_decide_beside_a_failing_earlier_task(hi
     test = Test("test_attention", 3.0, "from autograder.engine import harness\n"
                                        f"from autograder.engine.checking import CheckFailed\n{hidden}")
     result = _run_test(test, visible, _Alive(), None)
-    assert result.score == score
-    assert ("Right when judged with a correct softmax" in result.message) == bool(score)
+    assert result.score == (3.0 if "wrong" not in hidden else 0.0)  # FixFirst: the hidden checks decide
     if "wrong" in hidden:  # beside a failing softmax, the hidden check's own words
         assert result.message == "attention: wrong."
-    # a visible failure of another kind too
+    # a visible failure of another kind: only when a stand-in answered
     visible["error"] = {**visible["error"], "ename": "CheckFailed", "mro": ["CheckFailed"]}
-    assert _run_test(test, visible, _Alive(), None).score == score
+    result = _run_test(test, visible, _Alive(), None)
+    assert result.score == score
+    assert ("Right when judged with a correct softmax" in result.message) == bool(score)
 
 
 def test_the_checks_note_which_stand_ins_answered(functions):

@@ -243,7 +243,7 @@ def test_a_task_as_released_earns_nothing_beside_an_unfinished_earlier_one(slug,
 # (right except on the inputs L's checks gave it) costs L nothing, and an L that does no work
 # (zeros of the right shape, or as released) earns nothing beside any of them.
 
-STAND_IN_SLUGS = ["scaled_dot_product", "multi_head", "luong", "bahdanau"]
+STAND_IN_SLUGS = ["scaled_dot_product", "multi_head", "luong", "bahdanau", "transformer_encoder"]
 
 
 def reached(slug):
@@ -283,10 +283,12 @@ def stand_in_pairs(slug):
 
 def graded_as_grade_does(slug, namespace, cell):
     """The failures of one check cell as `grade` counts them: a visible failure costs nothing when
-    the hidden checks pass with the reference standing in for a function the task used."""
+    the hidden checks pass with the reference standing in for a function the task used, or beside
+    an earlier function that fails its own visible check (FixFirst)."""
     with harness.answering() as stood_in:
         failures = grade_cell(slug, namespace, cell)
-    if stood_in and all(where == "visible" for where, _ in failures):
+    waited = any(type(failure).__name__ == "FixFirst" for _, failure in failures)
+    if (stood_in or waited) and all(where == "visible" for where, _ in failures):
         return []
     return failures
 
