@@ -244,7 +244,7 @@ def test_a_task_as_released_earns_nothing_beside_an_unfinished_earlier_one(slug,
 # (zeros of the right shape, or as released) earns nothing beside any of them.
 
 STAND_IN_SLUGS = ["scaled_dot_product", "multi_head", "luong", "bahdanau", "transformer_encoder",
-                  "backpropagation"]
+                  "backpropagation", "positional_encoding"]
 
 
 def reached(slug):
@@ -326,8 +326,8 @@ def beside(slug, earlier, function, task):
                 name not in namespace or getattr(namespace[name], "__module__", None) == students.__name__):
             # the reference's helpers, unless a given cell of the notebook defines them
             namespace[name] = _rebound(value, namespace, reference)
-        elif inspect.isfunction(value):
-            namespace.setdefault(name, value)  # imported from another module: as it is there
+        elif not name.startswith("__"):
+            namespace.setdefault(name, value)  # its constants, and functions imported from another module
     namespace[task] = _rebound(getattr(reference, task), namespace, reference)
     return namespace, graded
 
