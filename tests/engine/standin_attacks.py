@@ -1,0 +1,176 @@
+"""Student code that attacks the reference stand-ins (harness.call(..., stand_ins=GRADED)).
+
+Each function is the source of one notebook cell (`autograder.samples.submissions.submission`
+renames it to its task): it uses only what a notebook has (np and the notebook's names), so
+that its source can stand alone. Used by tests/engine/test_standin_attacks.py (attacks the
+grading holds against) and tests/engine/test_standin_findings.py (attacks that succeed).
+"""
+
+import numpy as np
+
+
+# -- a later task's stand-in answers for the task under check ------------------------------------
+
+
+def sdpa_backward_via_mha_backward(Q, K, V, grad_output, mask=None):
+    """No backward of attention: the reference multi_head_attention_backward, which stands in
+    while this runs, with one head, identity projections and zero-padded inputs."""
+    Q, K, V, G = (np.asarray(a, dtype=float) for a in (Q, K, V, grad_output))
+    lead = Q.shape[:-2]
+    T_q, d_k = Q.shape[-2:]
+    T_k, d_v = V.shape[-2:]
+    d = max(d_k, d_v)
+    n = int(np.prod(lead)) if lead else 1
+    c = np.sqrt(d / d_k)  # the head's scale is 1/sqrt(d): the queries make up for it
+
+    def pad(X, T):
+        out = np.zeros((n, T, d))
+        out[:, :, :X.shape[-1]] = X.reshape(n, T, X.shape[-1])
+        return out
+
+    eye, zero = np.eye(d), np.zeros(d)
+    params = {"W_q": eye, "W_k": eye, "W_v": eye, "W_o": eye, "b_q": zero, "b_k": zero, "b_v": zero, "b_o": zero}
+    m = None if mask is None else np.broadcast_to(np.asarray(mask), (*lead, T_q, T_k)).reshape(n, 1, T_q, T_k)
+    gQ, gK, gV, _ = multi_head_attention_backward(pad(Q * c, T_q), pad(K, T_k), pad(V, T_k), params, 1,  # noqa: F821
+                                                  pad(G, T_q), mask=m)
+    return (gQ[:, :, :d_k].reshape(Q.shape) * c, gK[:, :, :d_k].reshape(K.shape),
+            gV[:, :, :d_v].reshape(V.shape))
+
+
+def bahdanau_attention_via_decode_step(s_prev, H, params, mask=None):
+    """No attention: the reference bahdanau_decode_step, which stands in while this runs, with a
+    cell that ignores everything; its context and weights are the attention's."""
+    s_prev, H = np.asarray(s_prev, dtype=float), np.asarray(H, dtype=float)
+    B, d_s = s_prev.shape
+    d_h = H.shape[-1]
+    cell = {"W_xh": np.zeros((1 + d_h, d_s)), "W_hh": np.zeros((d_s, d_s)), "b_h": np.zeros(d_s)}
+    _, context, weights = bahdanau_decode_step(np.zeros((B, 1)), s_prev, H,  # noqa: F821
+                                               {"attention": params, "cell": cell}, mask=mask, cell="rnn")
+    return context, weights
+
+
+def encoder_layer_via_encoder(X, params, num_heads, mask=None):
+    """No layer: the reference encoder (and embed), which stand in while this runs, on an
+    embedding that gives back X, with this layer as its only layer. A (T, T) or (B, 1, T, T)
+    mask goes in as the padding mask of T copies of the sequence, one query row each."""
+    X = np.asarray(X, dtype=float)
+    B, T, d = X.shape
+    PE = embed(np.zeros((1, T), dtype=int), np.zeros((1, d)))[0]  # noqa: F821
+    out = np.empty_like(X)
+    tokens = np.tile(np.arange(T), (T, 1))
+    for b in range(B):
+        layered = {"embedding": (X[b] - PE) / np.sqrt(d), "encoder_layers": [params]}
+        if mask is None:
+            out[b] = encoder(tokens[:1], layered, num_heads)[0]  # noqa: F821
+        else:
+            rows = np.ascontiguousarray(np.broadcast_to(np.asarray(mask, dtype=bool), (B, 1, T, T))[b, 0])
+            out[b] = encoder(tokens, layered, num_heads, src_mask=rows)[np.arange(T), np.arange(T)]  # noqa: F821
+    return out
+
+
+# -- the grader computes the reference outside every limit ----------------------------------------
+
+
+def encode_that_makes_the_grader_decode(X, params, cell="rnn"):
+    """The reference greedy_decode, which stands in while this runs, on a tiny model that never
+    says EOS, for a very long max_len: the grader computes it, outside the sandbox's limits."""
+    params_of_cell = {"W_xh": np.zeros((2, 1)), "W_hh": np.zeros((1, 1)), "b_h": np.zeros(1)}
+    model = {"encoder": {"W_xh": np.zeros((1, 1)), "W_hh": np.zeros((1, 1)), "b_h": np.zeros(1)},
+             "decoder": params_of_cell, "embedding": np.zeros((2, 1)),
+             "W_out": np.zeros((1, 2)), "b_out": np.array([1.0, 0.0])}  # always token 0, EOS is 1
+    try:
+        greedy_decode(np.zeros((1, 1, 1)), model, 0, 1, 300_000)  # seconds of the grader's time  # noqa: F821
+    except BaseException:
+        pass
+    raise NotImplementedError
+
+
+
+def add_positional_encoding_that_stashes_rotary(X):
+    """Right, and while its check runs (the reference rotary_embedding stands in: its task is
+    checked later), it keeps the reference's cos and sin of every position < 128 and even d ≤ 64."""
+    X = np.asarray(X, dtype=float)
+    T, d_model = X.shape[-2:]
+    stash = globals().setdefault("_ROTARY_STASH", {})
+    if getattr(rotary_embedding, "__code__", None) is not None and rotary_embedding.__code__.co_name == "stand_in":  # noqa: F821
+        for d in range(2, 66, 2):
+            probe = np.zeros((128, d))
+            probe[:, 0::2] = 1.0  # (1, 0) pairs: the rotation gives (cos, sin)
+            out = rotary_embedding(probe, np.arange(128))  # noqa: F821
+            stash[d] = (out[:, 0::2].copy(), out[:, 1::2].copy())
+    return X + sinusoidal_encoding(T, d_model)  # noqa: F821
+
+
+def add_positional_encoding_plain(X):
+    """Right, and keeps nothing."""
+    X = np.asarray(X, dtype=float)
+    return X + sinusoidal_encoding(*X.shape[-2:])  # noqa: F821
+
+
+def rotary_embedding_from_stash(X, positions=None):
+    """No frequencies: the cos and sin that add_positional_encoding kept; the notebook's
+    examples' angles when it kept none."""
+    X = np.asarray(X, dtype=float)
+    T, d = X.shape[-2:]
+    positions = np.broadcast_to(np.arange(T) if positions is None else np.asarray(positions), X.shape[:-1])
+    stash = globals().get("_ROTARY_STASH", {})
+    if d in stash:
+        cos_table, sin_table = stash[d]
+        cos, sin = cos_table[positions], sin_table[positions]
+    else:  # the notebook's examples only (d = 2 and 4: θ = 1, 1/100), which the cells check
+        angles = positions[..., None] * np.array([1.0, 0.01])[:d // 2]
+        cos, sin = np.cos(angles), np.sin(angles)
+    out = np.empty_like(X)
+    out[..., 0::2] = X[..., 0::2] * cos - X[..., 1::2] * sin
+    out[..., 1::2] = X[..., 0::2] * sin + X[..., 1::2] * cos
+    return out
+
+
+# -- attacks the grading holds against --------------------------------------------------------
+
+
+def encoder_layer_that_keeps_embed(X, params, num_heads, mask=None):
+    """The reference encoder_layer's formula (with the stand-ins' layer_norm and
+    position_wise_ffn), keeping the embed stand-in (embed is checked later) and printing
+    what it answers, for the feedback."""
+    if getattr(embed, "__code__", None) is not None and embed.__code__.co_name == "stand_in":  # noqa: F821
+        globals()["_KEPT_EMBED"] = embed  # noqa: F821
+        print("LEAKED-REFERENCE", embed(np.array([[0, 1]]), np.array([[0.25, 0.5], [1.0, 2.0]])).tolist())  # noqa: F821
+    attention, _ = multi_head_attention(X, X, X, params["self_attn"], num_heads, mask)  # noqa: F821
+    X = layer_norm(X + attention, **params["norm1"])  # noqa: F821
+    return layer_norm(X + position_wise_ffn(X, params["ffn"]), **params["norm2"])  # noqa: F821
+
+
+def embed_from_kept_stand_in(tokens, E):
+    """Calls the embed stand-in kept during encoder_layer's check."""
+    return globals()["_KEPT_EMBED"](tokens, E)
+
+
+def embed_from_forged_stand_in(tokens, E):
+    """Opens the kept stand-in, marks embed as a name of the running call, and asks."""
+    kept = globals()["_KEPT_EMBED"]
+    channel = next(cell.cell_contents for cell in kept.__closure__ if hasattr(cell.cell_contents, "names"))
+    channel.names = frozenset({"embed"})
+    return channel.make("embed")(tokens, E)
+
+
+def train_with_a_rate_per_leaf(num_steps, batch_size=32, seed=0):
+    """Right: the rate is asked of noam_learning_rate for every leaf of every step (thousands of
+    calls, each a round trip to the grader under grade)."""
+    params = init_transformer(10, 16, 32, 1, seed=seed)  # noqa: F821
+    rng = np.random.default_rng(seed)
+    state = None
+
+    def leaves(tree):
+        if isinstance(tree, dict):
+            return [leaf for value in tree.values() for leaf in leaves(value)]
+        if isinstance(tree, list):
+            return [leaf for value in tree for leaf in leaves(value)]
+        return [tree]
+
+    for step in range(1, num_steps + 1):
+        src, tgt = reversal_batch(rng, batch_size, 4, 10)  # noqa: F821
+        _, grads = transformer_loss_and_grads(src, tgt, params, 2)  # noqa: F821
+        rates = {noam_learning_rate(step, 16, 50) for _ in leaves(params)}  # noqa: F821
+        params, state = adam_step(params, grads, state, lr=rates.pop())  # noqa: F821
+    return params
