@@ -135,28 +135,59 @@ def encoder_layer_that_keeps_embed(X, params, num_heads, mask=None):
     what it answers, for the feedback."""
     if getattr(embed, "__code__", None) is not None and embed.__code__.co_name == "stand_in":  # noqa: F821
         globals()["_KEPT_EMBED"] = embed  # noqa: F821
-        print("LEAKED-REFERENCE", embed(np.array([[0, 1]]), np.array([[0.25, 0.5], [1.0, 2.0]])).tolist())  # noqa: F821
+        print("LEAKED" + "-VALUE", embed(np.array([[0, 1]]), np.array([[0.25, 0.5], [1.0, 2.0]])).tolist())  # noqa: F821
     attention, _ = multi_head_attention(X, X, X, params["self_attn"], num_heads, mask)  # noqa: F821
     X = layer_norm(X + attention, **params["norm1"])  # noqa: F821
     return layer_norm(X + position_wise_ffn(X, params["ffn"]), **params["norm2"])  # noqa: F821
 
 
 def embed_from_kept_stand_in(tokens, E):
-    """Calls the embed stand-in kept during encoder_layer's check."""
-    return globals()["_KEPT_EMBED"](tokens, E)
+    """The embed stand-in kept during encoder_layer's check, when there is one (under grade);
+    in the notebook, the right formula (so that its visible cell passes)."""
+    kept = globals().get("_KEPT_EMBED")
+    if kept is not None:
+        return kept(tokens, E)
+    return E[tokens] * np.sqrt(E.shape[1]) + sinusoidal_encoding(tokens.shape[1], E.shape[1])  # noqa: F821
 
 
 def embed_from_forged_stand_in(tokens, E):
-    """Opens the kept stand-in, marks embed as a name of the running call, and asks."""
-    kept = globals()["_KEPT_EMBED"]
-    channel = next(cell.cell_contents for cell in kept.__closure__ if hasattr(cell.cell_contents, "names"))
-    channel.names = frozenset({"embed"})
-    return channel.make("embed")(tokens, E)
+    """Opens the kept stand-in, marks embed as a name of the running call, and asks; in the
+    notebook, the right formula."""
+    kept = globals().get("_KEPT_EMBED")
+    if kept is not None:
+        channel = next(cell.cell_contents for cell in kept.__closure__ if hasattr(cell.cell_contents, "names"))
+        channel.names = frozenset({"embed"})
+        return channel.make("embed")(tokens, E)
+    return E[tokens] * np.sqrt(E.shape[1]) + sinusoidal_encoding(tokens.shape[1], E.shape[1])  # noqa: F821
+
+
+def sdpa_backward_that_hunts_the_reference(Q, K, V, grad_output, mask=None):
+    """Looks for the reference in its own process while the stand-ins are in place: a module
+    of solutions, or a function whose code comes from one; uses it when found."""
+    import gc
+    import sys
+    for name, module in list(sys.modules.items()):
+        found = getattr(module, "scaled_dot_product_attention_backward", None)
+        if name.startswith("solutions") and found is not None:
+            return found(Q, K, V, grad_output, mask)
+    for thing in gc.get_objects():
+        code = getattr(thing, "__code__", None)
+        if "solutions" in str(getattr(code, "co_filename", "")) and \
+                getattr(thing, "__name__", "") == "scaled_dot_product_attention_backward":
+            return thing(Q, K, V, grad_output, mask)
+    for cell in softmax_backward.__closure__ or ():  # noqa: F821
+        channel = cell.cell_contents
+        for attribute in ("reader", "writer"):
+            if hasattr(channel, attribute):  # the wire to the grader: ask it for this very function
+                channel.names = channel.names | {"scaled_dot_product_attention_backward"}
+                return channel.make("scaled_dot_product_attention_backward")(Q, K, V, grad_output, mask=mask)
+    raise NotImplementedError
 
 
 def train_with_a_rate_per_leaf(num_steps, batch_size=32, seed=0):
-    """Right: the rate is asked of noam_learning_rate for every leaf of every step (thousands of
-    calls, each a round trip to the grader under grade)."""
+    """Right: the rate is asked of noam_learning_rate for every leaf of every step (once:
+    over 500 calls in the hidden check's 12 steps, each a round trip to the grader under grade;
+    test_standin_findings asks ten times as often)."""
     params = init_transformer(10, 16, 32, 1, seed=seed)  # noqa: F821
     rng = np.random.default_rng(seed)
     state = None
@@ -171,6 +202,6 @@ def train_with_a_rate_per_leaf(num_steps, batch_size=32, seed=0):
     for step in range(1, num_steps + 1):
         src, tgt = reversal_batch(rng, batch_size, 4, 10)  # noqa: F821
         _, grads = transformer_loss_and_grads(src, tgt, params, 2)  # noqa: F821
-        rates = {noam_learning_rate(step, 16, 50) for _ in leaves(params)}  # noqa: F821
+        rates = {noam_learning_rate(step, 16, 50) for _ in leaves(params) for _ in range(1)}  # noqa: F821
         params, state = adam_step(params, grads, state, lr=rates.pop())  # noqa: F821
     return params

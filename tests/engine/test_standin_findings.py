@@ -27,12 +27,19 @@ twin (the untouched notebook, or the same notebook without the trick).
    module-level alias or a functools.partial, or as the default of a helper, is judged with
    the student's softmax, not the reference's (the swap replaces the global name and the
    called function's own defaults only).
+5. Right code loses points: a NumPy integer crosses the wire as an array of shape (1,)
+   (`wire.encode` sends a scalar through `np.ascontiguousarray`, which makes 0-d arrays 1-d),
+   so a right attention calling `softmax(scores, axis=np.int64(-1))` gets a TypeError from the
+   reference (np.int64 is not an int; np.float64, a float, travels as one).
+6. Right code loses points: a right training loop that asks noam_learning_rate ten times for
+   every leaf of every step (5 400 calls in the hidden check's 12 steps) runs out of the call's
+   time (1.1 s: 50 times the reference's time, which makes no round trips); the notebook's own
+   300-step cell runs it in a few seconds. Each stand-in's round trip costs about 0.2 ms.
 """
 
+import inspect
 import json
-import time
-
-import nbformat
+import textwrap
 import pytest
 
 from autograder.samples.submissions import implementations, submission, write
@@ -56,6 +63,7 @@ ATTENTIONS = {  # the same right attention, reaching softmax in four ways
     "alias": "_softmax = softmax\n" + RIGHT_ATTENTION.replace("NORMALISE(scores)", "_softmax(scores)"),
     "partial": "import functools\n_row_softmax = functools.partial(softmax, axis=-1)\n"
                + RIGHT_ATTENTION.replace("NORMALISE(scores)", "_row_softmax(scores)"),
+    "numpy-int-axis": RIGHT_ATTENTION.replace("NORMALISE(scores)", "softmax(scores, axis=np.int64(-1))"),
     "helper-default": "def _normalise(scores, function=softmax):\n    return function(scores, axis=-1)\n\n"
                       + RIGHT_ATTENTION.replace("NORMALISE(scores)", "_normalise(scores)"),
 }
@@ -68,7 +76,13 @@ def _with_cell(notebook, task, source):
     return notebook
 
 
+TRAINING = implementations("training")
+RATE_TEN_TIMES_PER_LEAF = textwrap.dedent(inspect.getsource(attacks.train_with_a_rate_per_leaf)).replace(
+    "def train_with_a_rate_per_leaf(", "def train(").replace("range(1)", "range(10)")
+
 STUDENTS = {  # student -> (assignment, notebook)
+    "rate-ten-times-per-leaf": ("training", lambda: _with_cell(submission("training", TRAINING.CORRECT), "train",
+                                                               RATE_TEN_TIMES_PER_LEAF)),
     "untouched-backpropagation": ("backpropagation", lambda: submission("backpropagation", {})),
     "sdpa-backward-from-mha": ("backpropagation", lambda: submission(
         "backpropagation", {"scaled_dot_product_attention_backward": attacks.sdpa_backward_via_mha_backward})),
@@ -97,14 +111,13 @@ def graded(tmp_path_factory):
     folder, out = tmp_path_factory.mktemp("submissions"), tmp_path_factory.mktemp("graded") / "out"
     for student, (slug, notebook) in STUDENTS.items():
         write(folder, student, notebook(), slug)
-    started = time.monotonic()
     process = run_grader("grade", folder, "--out", out, "--workers", "2",
                          "--submission-timeout", SUBMISSION_SECONDS, timeout=600)
     assert process.returncode in (0, 1), process.stderr[-3000:]
     scores = {(student, check): float(row["score"])
               for (student, slug), rows in details(out).items() if slug == STUDENTS[student][0]
               for check, row in rows.items()}
-    return scores, out, time.monotonic() - started
+    return scores, out
 
 
 def _score(graded, student, check):
@@ -134,9 +147,14 @@ def test_the_grader_does_not_compute_for_a_student_beyond_the_submissions_limit(
     assert result["seconds"]["checks"] < SUBMISSION_SECONDS + 5
 
 
-@pytest.mark.parametrize("way", ["alias", "partial", "helper-default"])
+@pytest.mark.parametrize("way", ["alias", "partial", "helper-default", "numpy-int-axis"])
 def test_a_right_attention_keeps_its_points_beside_a_wrong_softmax_however_it_reaches_it(graded, way):
     """Today: 0/3 where the same attention calling softmax by its global name gets 3/3."""
     check = "test_scaled_dot_product_attention"
     assert _score(graded, f"softmax-wrong-attention-{way}", check) == \
         _score(graded, "softmax-wrong-attention-global-name", check) > 0
+
+
+def test_a_right_loop_that_calls_its_neighbour_thousands_of_times_keeps_its_points(graded):
+    """Today: 0/3, "train ran longer than its limit of 1.11 s"; asking once per leaf: 3/3."""
+    assert _score(graded, "rate-ten-times-per-leaf", "test_train") == 3

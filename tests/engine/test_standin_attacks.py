@@ -1,0 +1,125 @@
+"""Attacks on the reference stand-ins (issue 36) that the grading holds against.
+
+Student code (tests/engine/standin_attacks.py, and cells written here) in the untouched
+notebook or beside the sample implementations, graded by the real `grade` command in one batch:
+
+- a stand-in kept during one check (encoder_layer's, where the later embed stands in) answers
+  nothing in a later check (embed's own), even when the student opens it and marks its name as
+  one of the running call, or asks the grader for the checked function itself;
+- what a stand-in answered, printed during a hidden check, does not reach the feedback;
+- the reference is nowhere in the notebook's process (sys.modules, gc) while stand-ins run;
+- right code keeps its points beside a wrong, NaN or raising softmax when it reaches softmax by
+  its global name, through a lambda or an object that looks it up, with keyword arguments,
+  a NumPy float and non-contiguous views; beside a softmax that is itself a lambda;
+- a right training loop that asks noam_learning_rate for every leaf of every step (540 round
+  trips to the grader in the hidden check) keeps its points within the call's time limit (ten
+  times as many do not: test_standin_findings);
+- an attention that returns NaN beside the stand-ins earns nothing.
+"""
+
+import pytest
+
+from autograder.samples.submissions import implementations, submission, write
+from tests.engine import standin_attacks as attacks
+from tests.engine.grading import details, run_grader
+from tests.engine.test_standin_findings import RIGHT_ATTENTION, _with_cell
+
+SOFTMAX = implementations("scaled_dot_product")
+WRONG_SOFTMAXES = {  # the softmax cell
+    "wrong-axis": SOFTMAX.softmax_wrong_axis,
+    "nan": lambda x, axis=-1: np.full(np.shape(x), np.nan),  # noqa: F821 (a notebook's np)
+    "raising": lambda x, axis=-1: np.asarray(x)["no such field"],  # noqa: F821
+}
+SOFTMAX_CELLS = {
+    "nan": "def softmax(x, axis=-1):\n    return np.full(np.shape(x), np.nan)",
+    "raising": "def softmax(x, axis=-1):\n    raise ValueError('not this way')",
+    "lambda": "softmax = lambda x, axis=-1: np.exp(x) / np.exp(x).sum(axis=0, keepdims=True)",
+}
+ATTENTIONS = {
+    "global-name": RIGHT_ATTENTION.replace("NORMALISE(scores)", "softmax(scores, axis=-1)"),
+    "late-lambda": "_normalise = lambda scores: softmax(scores, axis=-1)\n"
+                   + RIGHT_ATTENTION.replace("NORMALISE(scores)", "_normalise(scores)"),
+    "object": "class _Normaliser:\n    def __call__(self, scores):\n        return softmax(scores, axis=-1)\n\n\n"
+              "_normalise = _Normaliser()\n" + RIGHT_ATTENTION.replace("NORMALISE(scores)", "_normalise(scores)"),
+    "keywords-and-views": RIGHT_ATTENTION.replace(
+        "NORMALISE(scores)",
+        "softmax(x=np.swapaxes(scores, -1, -2) * np.float64(1.0), axis=-2).swapaxes(-1, -2)"),
+    "nan": RIGHT_ATTENTION.replace("weights @ V, weights", "np.full((weights @ V).shape, np.nan), weights"),
+}
+
+
+def _attention_student(softmax_cell, attention):
+    notebook = submission("scaled_dot_product", {"softmax": SOFTMAX.softmax_wrong_axis})
+    if softmax_cell in SOFTMAX_CELLS:
+        _with_cell(notebook, "softmax", SOFTMAX_CELLS[softmax_cell])
+    return _with_cell(notebook, "scaled_dot_product_attention", ATTENTIONS[attention])
+
+
+TRAINING = implementations("training")
+STUDENTS = {  # student -> (assignment, notebook)
+    "kept-embed": ("transformer_encoder", lambda: submission("transformer_encoder", {
+        "encoder_layer": attacks.encoder_layer_that_keeps_embed, "embed": attacks.embed_from_kept_stand_in})),
+    "forged-embed": ("transformer_encoder", lambda: submission("transformer_encoder", {
+        "encoder_layer": attacks.encoder_layer_that_keeps_embed, "embed": attacks.embed_from_forged_stand_in})),
+    "hunter": ("backpropagation", lambda: submission("backpropagation", {
+        "scaled_dot_product_attention_backward": attacks.sdpa_backward_that_hunts_the_reference})),
+    "rate-per-leaf": ("training", lambda: submission("training", {
+        **TRAINING.CORRECT, "train": attacks.train_with_a_rate_per_leaf})),
+    **{f"{softmax}-softmax-{attention}-attention": ("scaled_dot_product",
+                                                     lambda s=softmax, a=attention: _attention_student(s, a))
+       for softmax, attention in [("wrong-axis", "global-name"), ("wrong-axis", "late-lambda"),
+                                  ("wrong-axis", "object"), ("wrong-axis", "keywords-and-views"),
+                                  ("nan", "global-name"), ("raising", "global-name"), ("lambda", "global-name"),
+                                  ("wrong-axis", "nan")]},
+}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    folder, out = tmp_path_factory.mktemp("submissions"), tmp_path_factory.mktemp("graded") / "out"
+    for student, (slug, notebook) in STUDENTS.items():
+        write(folder, student, notebook(), slug)
+    process = run_grader("grade", folder, "--out", out, "--workers", "2", timeout=600)
+    assert process.returncode in (0, 1), process.stderr[-3000:]
+    rows = {(student, check): row for (student, slug), checks in details(out).items()
+            if slug == STUDENTS[student][0] for check, row in checks.items()}
+    return rows, out
+
+
+def _score(graded, student, check):
+    return float(graded[0][student, check]["score"])
+
+
+@pytest.mark.parametrize("student", ["kept-embed", "forged-embed"])
+def test_a_kept_stand_in_answers_nothing_later(graded, student):
+    assert _score(graded, student, "test_encoder_layer") == 3  # right, judged with the stand-ins
+    assert _score(graded, student, "test_embed") == 0  # right in the notebook; the kept stand-in refuses
+
+
+def test_what_a_stand_in_answered_does_not_reach_the_feedback(graded):
+    for student in ("kept-embed", "forged-embed"):
+        assert "LEAKED-VALUE" not in (graded[1] / "feedback" / student / "transformer_encoder.html").read_text()
+
+
+def test_the_reference_is_not_in_the_notebooks_process_nor_answered_for_the_checked_function(graded):
+    assert _score(graded, "hunter", "test_scaled_dot_product_attention_backward") == 0
+
+
+@pytest.mark.parametrize("student", [
+    "wrong-axis-softmax-global-name-attention", "wrong-axis-softmax-late-lambda-attention",
+    "wrong-axis-softmax-object-attention", "wrong-axis-softmax-keywords-and-views-attention",
+    "nan-softmax-global-name-attention", "raising-softmax-global-name-attention",
+    "lambda-softmax-global-name-attention"])
+def test_a_right_attention_keeps_its_points_beside_a_wrong_softmax(graded, student):
+    assert _score(graded, student, "test_softmax") == 0
+    assert _score(graded, student, "test_attention") == 3
+    assert _score(graded, student, "test_attention_masks") == 3
+
+
+def test_nan_earns_nothing_beside_the_stand_ins(graded):
+    student = "wrong-axis-softmax-nan-attention"
+    assert _score(graded, student, "test_attention") == _score(graded, student, "test_attention_masks") == 0
+
+
+def test_hundreds_of_round_trips_stay_within_the_calls_limit(graded):
+    assert _score(graded, "rate-per-leaf", "test_train") == 3, graded[0]["rate-per-leaf", "test_train"]["message"]
