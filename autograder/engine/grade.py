@@ -299,12 +299,8 @@ def _run_test(test, visible, sandbox, secret):
     """The Check of one check cell: its visible part ran in the sandbox, its hidden part runs here,
     on inputs drawn with the submission's `secret`. Where the visible part failed, its message
     stands, with the mistake the hidden part names when it names one (`_with_cause`)."""
-    # A visible check that failed beside a failing earlier task ("fix softmax first": checking.uses)
-    # says nothing of this task's own code: its hidden checks do.
-    waited = visible is not None and visible["error"] is not None and "FixFirst" in visible["error"]["mro"]
-
     def failed(message, cause=None):
-        if visible is not None and visible["error"] is not None and not waited:
+        if visible is not None and visible["error"] is not None:
             message = _with_cause(failure_message(visible["error"]), cause)
         return Check(test.grade_id, 0.0, test.points, message)
 
@@ -326,14 +322,13 @@ def _run_test(test, visible, sandbox, secret):
                       "or did it fail to run?)")
     except Exception as error:  # the student's result broke a check: it is not right
         return failed(f"{type(error).__name__}: {_first_line(error)}")
-    if visible["error"] is not None and (stood_in or waited):
+    if visible["error"] is not None and stood_in:
         # The hidden checks, which include the visible check's cases, passed with the reference's
-        # versions of the student's other functions standing in (or beside an earlier function that
-        # fails its own visible check): the visible failure came from those, whose own checks take
-        # their points, not from this task's code.
-        correct = f"a correct {' and '.join(sorted(stood_in))}" if stood_in else "correct earlier functions"
+        # versions of the student's other functions standing in: the visible failure came from those
+        # (whose own checks take their points), not from this task's code.
         return Check(test.grade_id, test.points, test.points,
-                     f"Right when judged with {correct}; in the notebook, {failure_message(visible['error'])}")
+                     f"Right when judged with a correct {' and '.join(sorted(stood_in))}; in the notebook, "
+                     f"{failure_message(visible['error'])}")
     if visible["error"] is not None:
         return failed("")
     return Check(test.grade_id, test.points, test.points)

@@ -4,7 +4,7 @@
 def failure_message(error):
     """One sentence from the error of a check cell (an nbformat error output, or a dict like it)."""
     name, value = error["ename"], str(error["evalue"]).strip()
-    if name in ("CheckFailed", "FixFirst"):  # FixFirst: a check beside a failing earlier task (checking.uses)
+    if name == "CheckFailed":
         return value
     if name in ("CellTimeoutError", "CellTimeout"):
         if value:  # ours says which function ran out of time

@@ -276,12 +276,10 @@ def stand_in_pairs(slug):
 
 def graded_as_grade_does(slug, namespace, cell):
     """The failures of one check cell as `grade` counts them: a visible failure costs nothing when
-    the hidden checks pass with the reference standing in for a function the task used, or beside
-    an earlier function that fails its own visible check (FixFirst)."""
+    the hidden checks pass with the reference standing in for a function the task used."""
     with harness.answering() as stood_in:
         failures = grade_cell(slug, namespace, cell)
-    waited = any(type(failure).__name__ == "FixFirst" for _, failure in failures)
-    if (stood_in or waited) and all(where == "visible" for where, _ in failures):
+    if stood_in and all(where == "visible" for where, _ in failures):
         return []
     return failures
 
@@ -456,5 +454,3 @@ def test_with_the_real_grade_command_a_task_is_judged_on_its_own(tmp_path):
         rows = table[student, slug]
         got = float(rows["test_attention"]["score"]) + float(rows["test_attention_masks"]["score"])
         assert got == points, (student, {check: (row["score"], row.get("message")) for check, row in rows.items()})
-        if points:
-            assert "judged with a correct softmax" in rows["test_attention"].get("message", "")
