@@ -149,10 +149,10 @@ def test_the_grader_does_not_compute_for_a_student_beyond_the_submissions_limit(
 
 @pytest.mark.parametrize("way", ["alias", "partial", "helper-default", "numpy-int-axis"])
 def test_a_right_attention_keeps_its_points_beside_a_wrong_softmax_however_it_reaches_it(graded, way):
-    """Today: 0/3 where the same attention calling softmax by its global name gets 3/3."""
-    check = "test_scaled_dot_product_attention"
-    assert _score(graded, f"softmax-wrong-attention-{way}", check) == \
-        _score(graded, "softmax-wrong-attention-global-name", check) > 0
+    """Today: 0/6 where the same attention calling softmax by its global name gets 6/6."""
+    for check in ("test_attention", "test_attention_masks"):
+        assert _score(graded, f"softmax-wrong-attention-{way}", check) == \
+            _score(graded, "softmax-wrong-attention-global-name", check) == 3
 
 
 def test_a_right_loop_that_calls_its_neighbour_thousands_of_times_keeps_its_points(graded):
