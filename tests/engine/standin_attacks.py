@@ -205,3 +205,21 @@ def train_with_a_rate_per_leaf(num_steps, batch_size=32, seed=0):
         rates = {noam_learning_rate(step, 16, 50) for _ in leaves(params) for _ in range(1)}  # noqa: F821
         params, state = adam_step(params, grads, state, lr=rates.pop())  # noqa: F821
     return params
+
+
+def luong_attention_via_local_attention(h_t, H_s, params, score="general", mask=None):
+    """No scores, softmax nor context: the reference local_attention, which stands in while this
+    runs, without the Gaussian, on each row's unmasked positions and a window that holds them
+    all; only h_tilde is computed here."""
+    h_t, H_s = np.asarray(h_t, dtype=float), np.asarray(H_s, dtype=float)
+    B, S, d = H_s.shape
+    keep = np.ones((B, S), dtype=bool) if mask is None else np.broadcast_to(np.asarray(mask, dtype=bool), (B, S))
+    context, weights = np.zeros((B, d)), np.zeros((B, S))
+    for b in range(B):
+        positions = np.flatnonzero(keep[b])
+        if len(positions):
+            c, w = local_attention(h_t[b:b + 1], H_s[b:b + 1, positions], 0, len(positions) + 1,  # noqa: F821
+                                   params, score=score, gaussian=False)
+            context[b], weights[b, positions] = c[0], w[0]
+    h_tilde = np.tanh(np.concatenate([context, h_t], axis=-1) @ params["W_c"])
+    return h_tilde, context, weights

@@ -12,6 +12,8 @@ twin (the untouched notebook, or the same notebook without the trick).
      multi_head_attention_backward (one head, identity projections, zero-padded inputs);
    - bahdanau: bahdanau_attention from the reference bahdanau_decode_step (a cell that ignores
      its input; the context and weights it returns are the attention's);
+   - luong: luong_attention's scores, softmax and context from the reference local_attention
+     (no Gaussian, each row's unmasked positions, a window that holds them all);
    - transformer_encoder: encoder_layer from the reference encoder (an embedding that gives X
      back through the reference embed, the layer as the only layer; a (T, T) mask as the
      padding masks of T copies of the sequence, one query row each).
@@ -89,6 +91,9 @@ STUDENTS = {  # student -> (assignment, notebook)
     "untouched-bahdanau": ("bahdanau", lambda: submission("bahdanau", {})),
     "attention-from-decode-step": ("bahdanau", lambda: submission(
         "bahdanau", {"bahdanau_attention": attacks.bahdanau_attention_via_decode_step})),
+    "untouched-luong": ("luong", lambda: submission("luong", {})),
+    "luong-from-local": ("luong", lambda: submission(
+        "luong", {"luong_attention": attacks.luong_attention_via_local_attention})),
     "untouched-transformer-encoder": ("transformer_encoder", lambda: submission("transformer_encoder", {})),
     "layer-from-encoder": ("transformer_encoder", lambda: submission(
         "transformer_encoder", {"encoder_layer": attacks.encoder_layer_via_encoder})),
@@ -128,9 +133,11 @@ def _score(graded, student, check):
     ("sdpa-backward-from-mha", "untouched-backpropagation", "test_scaled_dot_product_attention_backward"),
     ("attention-from-decode-step", "untouched-bahdanau", "test_bahdanau_attention"),
     ("layer-from-encoder", "untouched-transformer-encoder", "test_encoder_layer"),
+    ("luong-from-local", "untouched-luong", "test_luong_attention"),
+    ("luong-from-local", "untouched-luong", "test_luong_attention_masks"),
 ])
 def test_a_later_tasks_stand_in_does_not_answer_for_the_checked_task(graded, cheater, twin, check):
-    """Today: 4/4, 1/1 and 3/3 where the untouched notebook gets 0."""
+    """Today: 4/4, 1/1, 3/3, and 2/2 + 1/1 where the untouched notebook gets 0."""
     assert _score(graded, cheater, check) == _score(graded, twin, check) == 0
 
 
