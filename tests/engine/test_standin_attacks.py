@@ -14,8 +14,12 @@ notebook or beside the sample implementations, graded by the real `grade` comman
 - a right training loop that asks noam_learning_rate for every leaf of every step (540 round
   trips to the grader in the hidden check) keeps its points within the call's time limit (ten
   times as many do not: test_standin_findings);
-- an attention that returns NaN beside the stand-ins earns nothing.
+- an attention that returns NaN beside the stand-ins earns nothing;
+- a function that asks a stand-in again and again, catching the alarm meant to stop it, is
+  stopped at the submission's time limit (the grader checks the deadline between round trips).
 """
+
+import json
 
 import pytest
 
@@ -56,6 +60,7 @@ def _attention_student(softmax_cell, attention):
 
 
 TRAINING = implementations("training")
+SUBMISSION_SECONDS = 30
 STUDENTS = {  # student -> (assignment, notebook)
     "kept-embed": ("transformer_encoder", lambda: submission("transformer_encoder", {
         "encoder_layer": attacks.encoder_layer_that_keeps_embed, "embed": attacks.embed_from_kept_stand_in})),
@@ -63,6 +68,8 @@ STUDENTS = {  # student -> (assignment, notebook)
         "encoder_layer": attacks.encoder_layer_that_keeps_embed, "embed": attacks.embed_from_forged_stand_in})),
     "hunter": ("backpropagation", lambda: submission("backpropagation", {
         "scaled_dot_product_attention_backward": attacks.sdpa_backward_that_hunts_the_reference})),
+    "never-stops-asking": ("rnn_encoder_decoder", lambda: submission("rnn_encoder_decoder", {
+        "encode": attacks.encode_that_never_stops_asking})),
     "rate-per-leaf": ("training", lambda: submission("training", {
         **TRAINING.CORRECT, "train": attacks.train_with_a_rate_per_leaf})),
     **{f"{softmax}-softmax-{attention}-attention": ("scaled_dot_product",
@@ -79,7 +86,8 @@ def graded(tmp_path_factory):
     folder, out = tmp_path_factory.mktemp("submissions"), tmp_path_factory.mktemp("graded") / "out"
     for student, (slug, notebook) in STUDENTS.items():
         write(folder, student, notebook(), slug)
-    process = run_grader("grade", folder, "--out", out, "--workers", "2", timeout=600)
+    process = run_grader("grade", folder, "--out", out, "--workers", "2",
+                         "--submission-timeout", SUBMISSION_SECONDS, timeout=600)
     assert process.returncode in (0, 1), process.stderr[-3000:]
     rows = {(student, check): row for (student, slug), checks in details(out).items()
             if slug == STUDENTS[student][0] for check, row in checks.items()}
@@ -123,3 +131,9 @@ def test_nan_earns_nothing_beside_the_stand_ins(graded):
 
 def test_hundreds_of_round_trips_stay_within_the_calls_limit(graded):
     assert _score(graded, "rate-per-leaf", "test_train") == 3, graded[0]["rate-per-leaf", "test_train"]["message"]
+
+
+def test_asking_stand_ins_forever_stops_at_the_submissions_limit(graded):
+    result = json.loads((graded[1] / "results" / "never-stops-asking" / "rnn_encoder_decoder.json").read_text())
+    assert result["status"] == "timeout"
+    assert result["seconds"]["checks"] < SUBMISSION_SECONDS
