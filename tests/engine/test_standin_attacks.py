@@ -15,6 +15,10 @@ notebook or beside the sample implementations, graded by the real `grade` comman
   trips to the grader in the hidden check) keeps its points within the call's time limit (ten
   times as many do not: test_standin_findings);
 - an attention that returns NaN beside the stand-ins earns nothing;
+- zeros earn nothing beside unfinished or zero neighbours (issue 36's degenerate pairs):
+  greedy_decode beside unfinished encode and decode_step; encode, decode_step and
+  greedy_decode beside an rnn_cell that returns zeros; train beside an adam_step that returns
+  zeros; (transformer_logits beside a decoder that returns zeros: test_standin_findings);
 - a function that asks a stand-in again and again, catching the alarm meant to stop it, is
   stopped at the submission's time limit (the grader checks the deadline between round trips).
 """
@@ -70,6 +74,13 @@ STUDENTS = {  # student -> (assignment, notebook)
         "scaled_dot_product_attention_backward": attacks.sdpa_backward_that_hunts_the_reference})),
     "never-stops-asking": ("rnn_encoder_decoder", lambda: submission("rnn_encoder_decoder", {
         "encode": attacks.encode_that_never_stops_asking})),
+    "zeros-beside-unfinished-rnn": ("rnn_encoder_decoder", lambda: submission("rnn_encoder_decoder", {
+        "greedy_decode": attacks.greedy_decode_zeros})),
+    "zeros-beside-zero-cells": ("rnn_encoder_decoder", lambda: submission("rnn_encoder_decoder", {
+        "rnn_cell": attacks.rnn_cell_zeros, "encode": attacks.encode_zeros, "decode_step": attacks.decode_step_zeros,
+        "greedy_decode": attacks.greedy_decode_zeros})),
+    "zeros-train-beside-zeros-adam": ("training", lambda: submission("training", {
+        "adam_step": attacks.adam_step_zeros, "train": attacks.train_zeros})),
     "rate-per-leaf": ("training", lambda: submission("training", {
         **TRAINING.CORRECT, "train": attacks.train_with_a_rate_per_leaf})),
     **{f"{softmax}-softmax-{attention}-attention": ("scaled_dot_product",
@@ -137,3 +148,12 @@ def test_asking_stand_ins_forever_stops_at_the_submissions_limit(graded):
     result = json.loads((graded[1] / "results" / "never-stops-asking" / "rnn_encoder_decoder.json").read_text())
     assert result["status"] == "timeout"
     assert result["seconds"]["checks"] < SUBMISSION_SECONDS
+
+
+@pytest.mark.parametrize("student, checks", [
+    ("zeros-beside-unfinished-rnn", ["test_greedy_decode"]),
+    ("zeros-beside-zero-cells", ["test_encode", "test_decode_step", "test_greedy_decode"]),
+    ("zeros-train-beside-zeros-adam", ["test_train"]),
+])
+def test_zeros_earn_nothing_beside_unfinished_or_zero_neighbours(graded, student, checks):
+    assert [_score(graded, student, check) for check in checks] == [0] * len(checks)

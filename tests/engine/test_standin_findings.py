@@ -37,6 +37,9 @@ twin (the untouched notebook, or the same notebook without the trick).
    every leaf of every step (5 400 calls in the hidden check's 12 steps) runs out of the call's
    time (1.1 s: 50 times the reference's time, which makes no round trips); the notebook's own
    300-step cell runs it in a few seconds. Each stand-in's round trip costs about 0.2 ms.
+7. Code that does no work earns points (issue 36's degenerate pair, transformer_decoder not yet
+   judged with stand-ins): a transformer_logits that returns zeros beside a decoder that returns
+   zeros gets 1/1.
 """
 
 import inspect
@@ -91,6 +94,8 @@ STUDENTS = {  # student -> (assignment, notebook)
     "untouched-bahdanau": ("bahdanau", lambda: submission("bahdanau", {})),
     "attention-from-decode-step": ("bahdanau", lambda: submission(
         "bahdanau", {"bahdanau_attention": attacks.bahdanau_attention_via_decode_step})),
+    "zeros-logits-beside-zeros-decoder": ("transformer_decoder", lambda: submission("transformer_decoder", {
+        "decoder": attacks.decoder_zeros, "transformer_logits": attacks.transformer_logits_zeros})),
     "untouched-luong": ("luong", lambda: submission("luong", {})),
     "luong-from-local": ("luong", lambda: submission(
         "luong", {"luong_attention": attacks.luong_attention_via_local_attention})),
@@ -165,3 +170,8 @@ def test_a_right_attention_keeps_its_points_beside_a_wrong_softmax_however_it_re
 def test_a_right_loop_that_calls_its_neighbour_thousands_of_times_keeps_its_points(graded):
     """Today: 0/3, "train ran longer than its limit of 1.11 s"; asking once per leaf: 3/3."""
     assert _score(graded, "rate-ten-times-per-leaf", "test_train") == 3
+
+
+def test_zeros_earn_nothing_beside_a_zero_neighbour(graded):
+    """Today: transformer_logits 1/1."""
+    assert _score(graded, "zeros-logits-beside-zeros-decoder", "test_transformer_logits") == 0
