@@ -180,3 +180,19 @@ def test_the_checks_note_which_stand_ins_answered(functions):
         harness.call(namespace["attention"], SCORES, VALUES, on="x", stand_ins=(softmax,))
         harness.call(namespace["attention"], SCORES, VALUES, on="x", stand_ins={"unused": softmax})
     assert names == {"softmax"}
+
+
+def test_the_time_the_grader_takes_to_answer_is_not_the_students():
+    """The call's clock limit (twice its CPU limit) stops while a stand-in waits for the grader."""
+    import time
+
+    from autograder.engine.sandbox import Timeouts
+
+    def slow_softmax(x, axis=-1):
+        time.sleep(1.2)  # longer than the call's wall-clock limit of 2 × 0.5 s
+        return softmax(x, axis)
+    with Sandbox([("0", NOTEBOOK)], uid=UID, timeouts=Timeouts(call=0.5)) as sandbox:
+        sandbox.run()
+        out = harness.call(sandbox.functions["attention"], SCORES, VALUES, on="x",
+                           stand_ins={"softmax": slow_softmax})
+    assert np.allclose(out, [[1.0]])
