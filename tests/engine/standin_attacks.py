@@ -184,10 +184,9 @@ def sdpa_backward_that_hunts_the_reference(Q, K, V, grad_output, mask=None):
     raise NotImplementedError
 
 
-def train_with_a_rate_per_leaf(num_steps, batch_size=32, seed=0):
-    """Right: the rate is asked of noam_learning_rate for every leaf of every step (once:
-    over 500 calls in the hidden check's 12 steps, each a round trip to the grader under grade;
-    test_standin_findings asks ten times as often)."""
+def train_asking_the_rate_ten_times_per_leaf(num_steps, batch_size=32, seed=0):
+    """Right: the rate is asked of noam_learning_rate ten times for every leaf of every step
+    (5 400 calls in the hidden check's 12 steps, each a round trip to the grader under grade)."""
     params = init_transformer(10, 16, 32, 1, seed=seed)  # noqa: F821
     rng = np.random.default_rng(seed)
     state = None
@@ -202,7 +201,7 @@ def train_with_a_rate_per_leaf(num_steps, batch_size=32, seed=0):
     for step in range(1, num_steps + 1):
         src, tgt = reversal_batch(rng, batch_size, 4, 10)  # noqa: F821
         _, grads = transformer_loss_and_grads(src, tgt, params, 2)  # noqa: F821
-        rates = {noam_learning_rate(step, 16, 50) for _ in leaves(params) for _ in range(1)}  # noqa: F821
+        rates = {noam_learning_rate(step, 16, 50) for _ in leaves(params) for _ in range(10)}  # noqa: F821
         params, state = adam_step(params, grads, state, lr=rates.pop())  # noqa: F821
     return params
 

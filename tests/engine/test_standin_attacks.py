@@ -11,9 +11,9 @@ notebook or beside the sample implementations, graded by the real `grade` comman
 - right code keeps its points beside a wrong, NaN or raising softmax when it reaches softmax by
   its global name, through a lambda or an object that looks it up, with keyword arguments,
   a NumPy float and non-contiguous views; beside a softmax that is itself a lambda;
-- a right training loop that asks noam_learning_rate for every leaf of every step (540 round
-  trips to the grader in the hidden check) keeps its points within the call's time limit (ten
-  times as many do not: test_standin_findings);
+- a right training loop that asks noam_learning_rate ten times for every leaf of every step
+  (5 400 round trips to the grader in the hidden check) keeps its points within the call's time
+  limit (it lost them before the standins commit b5d9ec0: the grader's time counted);
 - an attention that returns NaN beside the stand-ins earns nothing;
 - zeros earn nothing beside unfinished or zero neighbours (issue 36's degenerate pairs):
   greedy_decode beside unfinished encode and decode_step; encode, decode_step and
@@ -81,8 +81,8 @@ STUDENTS = {  # student -> (assignment, notebook)
         "greedy_decode": attacks.greedy_decode_zeros})),
     "zeros-train-beside-zeros-adam": ("training", lambda: submission("training", {
         "adam_step": attacks.adam_step_zeros, "train": attacks.train_zeros})),
-    "rate-per-leaf": ("training", lambda: submission("training", {
-        **TRAINING.CORRECT, "train": attacks.train_with_a_rate_per_leaf})),
+    "rate-ten-times-per-leaf": ("training", lambda: submission("training", {
+        **TRAINING.CORRECT, "train": attacks.train_asking_the_rate_ten_times_per_leaf})),
     **{f"{softmax}-softmax-{attention}-attention": ("scaled_dot_product",
                                                      lambda s=softmax, a=attention: _attention_student(s, a))
        for softmax, attention in [("wrong-axis", "global-name"), ("wrong-axis", "late-lambda"),
@@ -140,8 +140,9 @@ def test_nan_earns_nothing_beside_the_stand_ins(graded):
     assert _score(graded, student, "test_attention") == _score(graded, student, "test_attention_masks") == 0
 
 
-def test_hundreds_of_round_trips_stay_within_the_calls_limit(graded):
-    assert _score(graded, "rate-per-leaf", "test_train") == 3, graded[0]["rate-per-leaf", "test_train"]["message"]
+def test_thousands_of_round_trips_stay_within_the_calls_limit(graded):
+    student = "rate-ten-times-per-leaf"
+    assert _score(graded, student, "test_train") == 3, graded[0][student, "test_train"]["message"]
 
 
 def test_asking_stand_ins_forever_stops_at_the_submissions_limit(graded):
