@@ -28,7 +28,8 @@ twin (the untouched notebook, or the same notebook without the trick).
 4. Right code loses points: a right attention that reaches a wrong softmax through a
    module-level alias or a functools.partial, or as the default of a helper, is judged with
    the student's softmax, not the reference's (the swap replaces the global name and the
-   called function's own defaults only).
+   called function's own defaults only), and its message names a mistake the attention does
+   not make ("the softmax is taken over the queries").
 5. Right code loses points: a NumPy integer crosses the wire as an array of shape (1,)
    (`wire.encode` sends a scalar through `np.ascontiguousarray`, which makes 0-d arrays 1-d),
    so a right attention calling `softmax(scores, axis=np.int64(-1))` gets a TypeError from the
@@ -36,6 +37,10 @@ twin (the untouched notebook, or the same notebook without the trick).
 6. Code that does no work earns points (issue 36's degenerate pair, transformer_decoder not yet
    judged with stand-ins): a transformer_logits that returns zeros beside a decoder that returns
    zeros gets 1/1.
+7. Right code loses points: a student's right softmax whose parameter they renamed (z) or
+   extended (temperature=1.0), and a right attention that calls it with that name or that extra
+   argument: the reference's softmax(x, axis) raises TypeError, and the attention loses 6/6
+   though every line of the notebook is right.
 """
 
 import json
@@ -63,10 +68,20 @@ ATTENTIONS = {  # the same right attention, reaching softmax in four ways
     "alias": "_softmax = softmax\n" + RIGHT_ATTENTION.replace("NORMALISE(scores)", "_softmax(scores)"),
     "partial": "import functools\n_row_softmax = functools.partial(softmax, axis=-1)\n"
                + RIGHT_ATTENTION.replace("NORMALISE(scores)", "_row_softmax(scores)"),
+    "own-keyword": RIGHT_ATTENTION.replace("NORMALISE(scores)", "softmax(z=scores, axis=-1)"),
+    "extra-argument": RIGHT_ATTENTION.replace("NORMALISE(scores)", "softmax(scores, -1, 1.0)"),
     "numpy-int-axis": RIGHT_ATTENTION.replace("NORMALISE(scores)", "softmax(scores, axis=np.int64(-1))"),
     "helper-default": "def _normalise(scores, function=softmax):\n    return function(scores, axis=-1)\n\n"
                       + RIGHT_ATTENTION.replace("NORMALISE(scores)", "_normalise(scores)"),
 }
+
+
+OWN_SOFTMAX = """
+def softmax(z, axis=-1, temperature=1.0):
+    z = np.asarray(z, dtype=float) / temperature
+    e = np.exp(z - np.max(z, axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+"""
 
 
 def _with_cell(notebook, task, source):
@@ -102,6 +117,10 @@ STUDENTS = {  # student -> (assignment, notebook)
     **{f"softmax-wrong-attention-{way}": ("scaled_dot_product", lambda way=way: _with_cell(submission(
         "scaled_dot_product", {"softmax": implementations("scaled_dot_product").softmax_wrong_axis}),
         "scaled_dot_product_attention", ATTENTIONS[way])) for way in ATTENTIONS},
+    # all right: a softmax whose parameters the student named and extended, and an attention using them
+    **{f"own-softmax-attention-{way}": ("scaled_dot_product", lambda way=way: _with_cell(_with_cell(submission(
+        "scaled_dot_product", {}), "softmax", OWN_SOFTMAX), "scaled_dot_product_attention", ATTENTIONS[way]))
+       for way in ("own-keyword", "extra-argument")},
 }
 
 
@@ -159,3 +178,11 @@ def test_a_right_attention_keeps_its_points_beside_a_wrong_softmax_however_it_re
 def test_zeros_earn_nothing_beside_a_zero_neighbour(graded):
     """Today: transformer_logits 1/1."""
     assert _score(graded, "zeros-logits-beside-zeros-decoder", "test_transformer_logits") == 0
+
+
+@pytest.mark.parametrize("way", ["own-keyword", "extra-argument"])
+def test_right_code_calling_its_own_right_softmax_keeps_its_points(graded, way):
+    """Today: softmax 2/2, attention 0/3 + 0/3 (TypeError from the reference's signature)."""
+    student = f"own-softmax-attention-{way}"
+    assert [_score(graded, student, check) for check in ("test_softmax", "test_attention", "test_attention_masks")] \
+        == [2, 3, 3]
