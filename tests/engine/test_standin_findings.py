@@ -63,7 +63,7 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
         weights = np.where(np.any(np.broadcast_to(mask, scores.shape), axis=-1, keepdims=True), weights, 0.0)
     return weights @ V, weights
 '''
-ATTENTIONS = {  # the same right attention, reaching softmax in four ways
+ATTENTIONS = {  # the same right attention, calling softmax in several ways
     "global-name": RIGHT_ATTENTION.replace("NORMALISE(scores)", "softmax(scores, axis=-1)"),
     "alias": "_softmax = softmax\n" + RIGHT_ATTENTION.replace("NORMALISE(scores)", "_softmax(scores)"),
     "partial": "import functools\n_row_softmax = functools.partial(softmax, axis=-1)\n"
@@ -116,7 +116,8 @@ STUDENTS = {  # student -> (assignment, notebook)
         "rnn_encoder_decoder", {"encode": attacks.encode_that_makes_the_grader_decode})),
     **{f"softmax-wrong-attention-{way}": ("scaled_dot_product", lambda way=way: _with_cell(submission(
         "scaled_dot_product", {"softmax": implementations("scaled_dot_product").softmax_wrong_axis}),
-        "scaled_dot_product_attention", ATTENTIONS[way])) for way in ATTENTIONS},
+        "scaled_dot_product_attention", ATTENTIONS[way]))
+       for way in ("global-name", "alias", "partial", "helper-default", "numpy-int-axis")},
     # all right: a softmax whose parameters the student named and extended, and an attention using them
     **{f"own-softmax-attention-{way}": ("scaled_dot_product", lambda way=way: _with_cell(_with_cell(submission(
         "scaled_dot_product", {}), "softmax", OWN_SOFTMAX), "scaled_dot_product_attention", ATTENTIONS[way]))
