@@ -41,6 +41,10 @@ twin (the untouched notebook, or the same notebook without the trick).
    extended (temperature=1.0), and a right attention that calls it with that name or that extra
    argument: the reference's softmax(x, axis) raises TypeError, and the attention loses 6/6
    though every line of the notebook is right.
+8. The reference's values reach the feedback: a function judged with stand-ins asks one (here
+   add_positional_encoding asks the later rotary_embedding's) for values of its choosing and
+   raises them in an exception, whose message the feedback shows ("add_positional_encoding
+   raised ValueError (LEAKED [[[1.0, 0.0, ...") (printing them is held: stdout is not shown).
 """
 
 import json
@@ -112,6 +116,8 @@ STUDENTS = {  # student -> (assignment, notebook)
     "rotary-from-stash": ("positional_encoding", lambda: submission(
         "positional_encoding", {"add_positional_encoding": attacks.add_positional_encoding_that_stashes_rotary,
                                 "rotary_embedding": attacks.rotary_embedding_from_stash})),
+    "raises-the-reference": ("positional_encoding", lambda: submission(
+        "positional_encoding", {"add_positional_encoding": attacks.add_positional_encoding_that_raises_the_reference})),
     "grader-decodes": ("rnn_encoder_decoder", lambda: submission(
         "rnn_encoder_decoder", {"encode": attacks.encode_that_makes_the_grader_decode})),
     **{f"softmax-wrong-attention-{way}": ("scaled_dot_product", lambda way=way: _with_cell(submission(
@@ -187,3 +193,9 @@ def test_right_code_calling_its_own_right_softmax_keeps_its_points(graded, way):
     student = f"own-softmax-attention-{way}"
     assert [_score(graded, student, check) for check in ("test_softmax", "test_attention", "test_attention_masks")] \
         == [2, 3, 3]
+
+
+def test_what_a_stand_in_answered_does_not_reach_the_feedback_through_an_exception(graded):
+    """Today: the feedback shows the reference rotary_embedding's values for the student's probe."""
+    feedback = (graded[1] / "feedback" / "raises-the-reference" / "positional_encoding.html").read_text()
+    assert "LEAKED" not in feedback
