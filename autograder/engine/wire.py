@@ -95,7 +95,8 @@ def unsupported(tree):
 
 
 def _blob(array, blobs):
-    blobs.append(np.ascontiguousarray(array))  # written as .npy by `send`, one at a time
+    # written as .npy by `send`, one at a time; ascontiguousarray makes a 0-d array 1-d: reshaped back
+    blobs.append(np.ascontiguousarray(array).reshape(np.shape(array)))
     return len(blobs) - 1
 
 

@@ -79,3 +79,8 @@ def test_an_oversized_or_cut_message_is_refused_before_it_is_read():
     with pytest.raises(wire.WireError, match="cut off"):
         wire.receive(cut)
     assert wire.receive(io.BytesIO(b"")) is None
+
+
+def test_a_numpy_scalar_and_a_0d_array_arrive_0d():
+    back = round_trip([np.int64(-1), np.float32(2.5), np.array(3.0)])
+    assert [np.ndim(x) for x in back] == [0, 0, 0] and back[0] == -1 and back[0].dtype == np.int64
