@@ -77,9 +77,10 @@ def call(function, *args, on, stand_ins=(), **kwargs):
     deserves its points. Arguments, parameter dicts included, must come back
     unchanged.
 
-    ``stand_ins``: the reference's versions of the other graded functions (by their
-    ``__name__``; the function's own name is skipped). While it runs, the student's
-    functions of those names answer with the reference's value for the arguments they
+    ``stand_ins``: the reference's versions of the graded functions (by their ``__name__``),
+    the checked function's own among them. While it runs, the student's versions of those
+    that its reference reaches (`_reached`: by name, through an ungraded helper, as a default
+    argument; never the function itself, nor a later task that uses it) answer with the reference's value for the arguments they
     are given, however the function reaches them (by name, through a helper, as a
     default argument), so that a task is judged on its own. See `standing_in`.
     """
@@ -157,7 +158,11 @@ def standing_in(function, stand_ins):
     if not isinstance(stand_ins, dict):
         stand_ins = {stand_in.__name__: stand_in for stand_in in stand_ins}
     own = getattr(function, "__name__", None)
-    stand_ins = {name: stand_in for name, stand_in in stand_ins.items() if name != own}
+    reference = stand_ins.get(own)
+    # only the graded functions that the checked function's reference reaches stand in: a later
+    # task's reference (which may compute this very task) never answers for it
+    reached = _reached(reference, frozenset(stand_ins)) if reference is not None else frozenset()
+    stand_ins = {name: stand_in for name, stand_in in stand_ins.items() if name != own and name in reached}
     if not stand_ins:
         yield function
     elif isinstance(function, StudentFunction):
@@ -165,6 +170,44 @@ def standing_in(function, stand_ins):
     else:
         with _swapped(inspect.unwrap(function), {name: _noting(name, f) for name, f in stand_ins.items()}):
             yield function
+
+
+def _reached(reference, graded):
+    """The names of `graded` that the function `reference` reaches: by a global name of its code
+    (nested functions and lambdas included), through an ungraded function it calls the same way,
+    or as a default argument; a graded function is not followed further (it stands in whole)."""
+    found, seen = set(), set()
+
+    def visit(function):
+        function = inspect.unwrap(function)
+        code = getattr(function, "__code__", None)
+        if code is None or id(function) in seen:
+            return
+        seen.add(id(function))
+        namespace = getattr(function, "__globals__", {})
+        values = [namespace[name] for name in _global_names(code) if name in namespace]
+        values += list(getattr(function, "__defaults__", None) or ())
+        values += list((getattr(function, "__kwdefaults__", None) or {}).values())
+        for value in values:
+            if isinstance(value, functools.partial):
+                value = value.func
+            name = getattr(value, "__name__", None)
+            if name in graded and callable(value):
+                found.add(name)
+            elif inspect.isfunction(value):
+                visit(value)
+
+    visit(reference)
+    return frozenset(found)
+
+
+def _global_names(code):
+    """The names `code` and the code nested in it may look up globally."""
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if inspect.iscode(constant):
+            names |= _global_names(constant)
+    return names
 
 
 @contextlib.contextmanager
