@@ -77,10 +77,11 @@ def call(function, *args, on, stand_ins=(), **kwargs):
     deserves its points. Arguments, parameter dicts included, must come back
     unchanged.
 
-    ``stand_ins``: the reference's versions of the graded functions (by their ``__name__``),
-    the checked function's own among them. While it runs, the student's versions of those
-    that its reference reaches (`_reached`: by name, through an ungraded helper, as a default
-    argument; never the function itself, nor a later task that uses it) answer with the reference's value for the arguments they
+    ``stand_ins``: the reference's versions of the graded functions (by their ``__name__``).
+    When the checked function's own is among them, only those that it reaches stand in
+    (`_reached`: by name, through an ungraded helper, as a default argument; never the
+    function itself, nor a later task that uses it); otherwise all of them. While it runs,
+    the student's functions of those names answer with the reference's value for the arguments they
     are given, however the function reaches them (by name, through a helper, as a
     default argument), so that a task is judged on its own. See `standing_in`.
     """
@@ -158,11 +159,12 @@ def standing_in(function, stand_ins):
     if not isinstance(stand_ins, dict):
         stand_ins = {stand_in.__name__: stand_in for stand_in in stand_ins}
     own = getattr(function, "__name__", None)
-    reference = stand_ins.get(own)
-    # only the graded functions that the checked function's reference reaches stand in: a later
-    # task's reference (which may compute this very task) never answers for it
-    reached = _reached(reference, frozenset(stand_ins)) if reference is not None else frozenset()
-    stand_ins = {name: stand_in for name, stand_in in stand_ins.items() if name != own and name in reached}
+    if own in stand_ins:
+        # only the graded functions that the checked function's reference reaches stand in: a later
+        # task's reference (which may compute this very task) never answers for it
+        reached = _reached(stand_ins[own], frozenset(stand_ins))
+        stand_ins = {name: stand_in for name, stand_in in stand_ins.items() if name in reached}
+    stand_ins = {name: stand_in for name, stand_in in stand_ins.items() if name != own}
     if not stand_ins:
         yield function
     elif isinstance(function, StudentFunction):
