@@ -24,6 +24,7 @@ import atexit
 import builtins
 import contextlib
 import importlib.util
+import inspect
 import keyword
 import os
 import py_compile
@@ -475,7 +476,8 @@ class Sandbox:
 
     def _answer(self, header, blobs, stand_ins):
         """Answer a stand-in's request: our function's value for its arguments, only for a name of
-        the call we are waiting on; its error (type name, message) when it raises."""
+        the call we are waiting on; its error (type name, message) when it raises; "unbound" when
+        the arguments do not bind to its parameters (the runner then calls the student's own)."""
         name = header.get("name")
         function = stand_ins.get(name) if isinstance(name, str) else None
         try:
@@ -486,6 +488,9 @@ class Sandbox:
             self._stopped("crashed", f"the notebook's process sent a malformed request ({error})")
         if function is None:
             reply = {"op": "raised", "error": {"ename": "RuntimeError", "evalue": f"no stand-in for {name!r} now"}}
+        elif not _binds(function, args, kwargs):
+            reply = {"op": "unbound", "error": {"ename": "TypeError", "evalue": (
+                f"the correct {name}'s parameters do not take these arguments")}}
         else:
             harness.answered(name)
             try:
@@ -495,12 +500,21 @@ class Sandbox:
                 reply = {"op": "answer", "value": value}
             except Exception as error:  # what a correct function raises on these arguments
                 reply = {"op": "raised", "error": {"ename": type(error).__name__, "evalue": str(error)[:2000]}}
-        value = reply.pop("value", None)
-        tree, out_blobs = wire.encode(value)
+        tree, out_blobs = wire.encode(reply.pop("value", None))
         try:
             wire.send(self._writer, {**reply, "value": tree}, out_blobs)
         except OSError:
             self._stopped()
+
+
+def _binds(function, args, kwargs):
+    try:
+        inspect.signature(function).bind(*args, **kwargs)
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read: let it try
+        pass
+    return True
 
 
 class StudentFunction:

@@ -248,10 +248,12 @@ class StandIns:
 
     def __init__(self, reader, writer):
         self.reader, self.writer, self.names = reader, writer, frozenset()
+        self.answered = set()  # the names whose stand-ins answered (gave values) during the call
 
-    def make(self, name):
+    def make(self, name, own):
         """The stand-in for the notebook's function `name`: the grader's answer for its arguments,
-        while a call that names it runs."""
+        while a call that names it runs; `own` (the student's function, or None) for arguments
+        that do not bind to the correct function's parameters (renamed or added by the student)."""
         def stand_in(*args, **kwargs):
             if name not in self.names:
                 raise RuntimeError(f"{name}: this stand-in for the correct {name} answered only "
@@ -274,7 +276,10 @@ class StandIns:
                 if wall > 0:
                     signal.setitimer(signal.ITIMER_REAL, wall)
                 signal.pthread_sigmask(signal.SIG_SETMASK, masked)
+            if header.get("op") == "unbound" and own is not None:
+                return own(*args, **kwargs)
             if header.get("op") == "answer":
+                self.answered.add(name)
                 return wire.decode(header["value"], blobs)
             error = header.get("error") or {}
             kind = getattr(builtins, str(error.get("ename")), None)
@@ -284,25 +289,40 @@ class StandIns:
         return stand_in
 
     def swap(self, function, names):
-        """Put the stand-ins of `names` into the notebook and `function`'s defaults; return what
-        undoes it."""
-        stand_ins = {name: self.make(name) for name in names}
-        originals = {name: NOTEBOOK.get(name, MISSING) for name in names}
-        replaced = {id(value): stand_ins[name] for name, value in originals.items() if value is not MISSING}
+        """Make the notebook's functions of `names` answer as their stand-ins, however the student
+        reaches them: a plain function (no free variables) by identity, its code replaced by a
+        trampoline to the stand-in (so aliases, partials and defaults that hold it answer too);
+        anything else by name in the notebook and in `function`'s defaults. Return what undoes it."""
+        codes, originals, replaced = {}, {}, {}
+        for name in names:
+            value = NOTEBOOK.get(name, MISSING)
+            if type(value) is types.FunctionType and not value.__closure__:
+                own = types.FunctionType(value.__code__, value.__globals__, value.__name__,
+                                         value.__defaults__, value.__closure__)
+                own.__kwdefaults__ = value.__kwdefaults__
+                codes[name] = (value, value.__code__)
+                value.__code__ = _trampoline(self.make(name, own))
+            else:
+                originals[name] = value
+                stand_in = self.make(name, value if callable(value) else None)
+                if value is not MISSING:
+                    replaced[id(value)] = stand_in
+                NOTEBOOK[name] = stand_in
         defaults = getattr(function, "__defaults__", None)
         kwdefaults = getattr(function, "__kwdefaults__", None)
         try:
-            if defaults:
+            if defaults and replaced:
                 function.__defaults__ = tuple(replaced.get(id(value), value) for value in defaults)
-            if kwdefaults:
+            if kwdefaults and replaced:
                 function.__kwdefaults__ = {key: replaced.get(id(value), value) for key, value in kwdefaults.items()}
         except (AttributeError, TypeError):  # not a plain function: its defaults stay
             pass
-        NOTEBOOK.update(stand_ins)
         self.names = frozenset(names)
 
         def restore():
             self.names = frozenset()
+            for value, code in codes.values():
+                value.__code__ = code
             for name, value in originals.items():
                 if value is MISSING:
                     NOTEBOOK.pop(name, None)
@@ -310,12 +330,24 @@ class StandIns:
                     NOTEBOOK[name] = value
             with_defaults = {"__defaults__": defaults, "__kwdefaults__": kwdefaults}
             for attribute, value in with_defaults.items():
-                if value is not None:
+                if value is not None and replaced:
                     try:
                         setattr(function, attribute, value)
                     except (AttributeError, TypeError):
                         pass
         return restore
+
+
+def _trampoline(stand_in):
+    """A code object, with no free variables, that returns ``stand_in(*args, **kwargs)``."""
+    return _TRAMPOLINE.replace(co_consts=tuple(stand_in if constant == "stand-in" else constant
+                                               for constant in _TRAMPOLINE.co_consts))
+
+
+with warnings.catch_warnings():  # calling a constant: the constant is replaced by the stand-in
+    warnings.simplefilter("ignore")
+    _TRAMPOLINE = compile('def stand_in(*args, **kwargs):\n    return "stand-in"(*args, **kwargs)\n',
+                          "<stand-in>", "exec").co_consts[0]
 
 
 MISSING = object()
@@ -424,6 +456,7 @@ def main(fd):
             del message, blobs  # the arrays are decoded: their bytes would only take memory
             function = NOTEBOOK.get(request["name"])
             names = [name for name in request.get("stand_ins") or () if isinstance(name, str)]
+            stand_ins.answered = set()
             restore = stand_ins.swap(function, names) if names else None
             cpu = time.process_time()
             try:

@@ -32,9 +32,9 @@ def attention(scores, values):    # right, beside a wrong softmax
 def mapped(x, feature_map=softmax):  # a graded function as a default argument
     return feature_map(x) * 2
 
-def kept(x):                      # keeps the stand-in it was given, for later
+def kept(x):                      # keeps the stand-in it was given (behind its softmax's code), for later
     global STASH
-    STASH = softmax
+    STASH = next((c for c in softmax.__code__.co_consts if callable(c)), softmax)
     return softmax(x)
 
 def later(x):
@@ -45,6 +45,19 @@ def with_a_function(x):           # calls softmax with something that is not pla
 
 def where_is_softmax():
     return softmax.__name__, softmax(np.array([0.0, 0.0]))
+
+_alias = softmax                  # the same function under another name, and in a partial
+import functools
+_partial = functools.partial(softmax, axis=-1)
+
+def through_alias_and_partial(x):
+    return _alias(x) + _partial(x)
+
+def with_its_own_parameter(x):    # calls softmax with a parameter that the reference may not have
+    return softmax(x, axis=-1)
+
+def raises_what_it_was_answered(x):
+    raise ValueError(f"the answer was {softmax(x)}")
 
 def secret_sum(x):                # prints the reference's answer: it stays in the sandbox
     print(softmax(x))
@@ -196,3 +209,21 @@ def test_the_time_the_grader_takes_to_answer_is_not_the_students():
         out = harness.call(sandbox.functions["attention"], SCORES, VALUES, on="x",
                            stand_ins={"softmax": slow_softmax})
     assert np.allclose(out, [[1.0]])
+
+
+def test_aliases_and_partials_of_a_neighbour_answer_as_the_reference(functions):
+    """The student's function itself answers (its code is swapped), whatever name holds it."""
+    x = np.array([0.0, np.log(3.0)])
+    assert np.allclose(harness.call(functions["through_alias_and_partial"], x, on="x", stand_ins=(softmax,)),
+                       [0.5, 1.5])
+    assert np.allclose(functions["through_alias_and_partial"](x), 2 * x / x.sum())  # restored
+
+
+def test_arguments_the_reference_does_not_take_go_to_the_students_own(functions):
+    x = np.array([1.0, 3.0])
+
+    def softmax(x):  # a reference without the student's parameter
+        raise AssertionError("not called")
+    with harness.answering() as names:
+        out = harness.call(functions["with_its_own_parameter"], x, on="x", stand_ins=(softmax,))
+    assert np.allclose(out, [0.25, 0.75]) and not names  # the student's own softmax: x / x.sum()
