@@ -95,10 +95,11 @@ def call(function, *args, on, stand_ins=(), **kwargs):
         except NotImplementedError:
             raise Unfinished(f"{name} raises NotImplementedError: it is not implemented yet, or a function "
                              "of yours that it calls is not (finish that one first).") from None
-        except MemoryError:
+        except MemoryError as error:
             if _MEMORY.get():
                 raise _OutOfMemory() from None
-            raise CheckFailed(f"{name} raised MemoryError on {on}.") from None
+            detail = f" ({error})" if str(error) else ""  # a stand-in's: the reference over its limit
+            raise CheckFailed(f"{name} raised MemoryError{detail} on {on}.") from None
         except Exception as error:  # any failure of student code is a failed check
             raise CheckFailed(
                 f"{name} raised {type(error).__name__} ({error}) on {on}."

@@ -28,6 +28,7 @@ import inspect
 import keyword
 import os
 import py_compile
+import resource
 import shutil
 import signal
 import site
@@ -477,7 +478,8 @@ class Sandbox:
     def _answer(self, header, blobs, stand_ins):
         """Answer a stand-in's request: our function's value for its arguments, only for a name of
         the call we are waiting on; its error (type name, message) when it raises; "unbound" when
-        the arguments do not bind to its parameters (the runner then calls the student's own)."""
+        the arguments do not bind to its parameters (the runner then calls the student's own).
+        It runs within the submission's deadline and the notebook's memory limit (`_bounded`)."""
         name = header.get("name")
         function = stand_ins.get(name) if isinstance(name, str) else None
         try:
@@ -494,13 +496,19 @@ class Sandbox:
         else:
             harness.answered(name)
             try:
-                with warnings.catch_warnings(), np.errstate(all="ignore"):
+                with warnings.catch_warnings(), np.errstate(all="ignore"), \
+                        _bounded(self.deadline - time.monotonic(), self.limits.memory_bytes, name):
                     warnings.simplefilter("ignore")
                     value = function(*args, **kwargs)
                 reply = {"op": "answer", "value": value}
             except Exception as error:  # what a correct function raises on these arguments
                 reply = {"op": "raised", "error": {"ename": type(error).__name__, "evalue": str(error)[:2000]}}
         tree, out_blobs = wire.encode(reply.pop("value", None))
+        if sum(blob.nbytes for blob in out_blobs) > wire.MAX_MESSAGE_BYTES // 2:
+            tree, out_blobs = None, []
+            reply = {"op": "raised", "error": {"ename": "MemoryError", "evalue": (
+                f"the correct {name}'s value on these arguments is larger than a stand-in may send "
+                f"({wire.MAX_MESSAGE_BYTES // 2 // 1024 ** 2} MiB)")}}
         try:
             wire.send(self._writer, {**reply, "value": tree}, out_blobs)
         except OSError:
@@ -515,6 +523,52 @@ def _binds(function, args, kwargs):
     except ValueError:  # no signature to read: let it try
         pass
     return True
+
+
+class _OverTime(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _bounded(seconds, memory_bytes, name):
+    """Run the block (the reference answering a stand-in, in the grader) within `seconds` (what is
+    left of the submission's time: SIGALRM, in the main thread) and `memory_bytes` more address
+    space (RLIMIT_AS, lowered for the block): over either, TimeoutError or MemoryError naming
+    `name`, which the stand-in raises in the student's call; the grader goes on."""
+    if seconds <= 0:
+        raise TimeoutError(f"the correct {name} was not computed: the submission's time is up")
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = _address_space() + memory_bytes
+    cap = cap if hard == resource.RLIM_INFINITY else min(cap, hard)
+    timed = threading.current_thread() is threading.main_thread()
+    if timed:
+        def over_time(signum, frame):
+            raise _OverTime()
+        previous = signal.signal(signal.SIGALRM, over_time)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    except _OverTime:
+        raise TimeoutError(f"the correct {name} took longer than the submission's time left "
+                           f"({seconds:.3g} s) on these arguments") from None
+    except MemoryError:
+        raise MemoryError(f"the correct {name} needs more than {memory_bytes / 1024 ** 3:g} GiB "
+                          "on these arguments") from None
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        if timed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+
+def _address_space():
+    """This process's address space (VmSize), in bytes."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 class StudentFunction:

@@ -13,7 +13,7 @@ import pytest
 
 from autograder.engine import harness
 from autograder.engine.checking import CheckFailed
-from autograder.engine.sandbox import Sandbox
+from autograder.engine.sandbox import Sandbox, SandboxStopped
 
 UID = 100_000 + 99_002  # a sandbox user no grading process uses
 
@@ -227,3 +227,27 @@ def test_arguments_the_reference_does_not_take_go_to_the_students_own(functions)
     with harness.answering() as names:
         out = harness.call(functions["with_its_own_parameter"], x, on="x", stand_ins=(softmax,))
     assert np.allclose(out, [0.25, 0.75]) and not names  # the student's own softmax: x / x.sum()
+
+
+def test_the_reference_answers_within_the_memory_limit(functions):
+    def softmax(x, axis=-1):  # a reference asked for something huge
+        return np.ones(10 ** 12)
+    with pytest.raises(CheckFailed, match=r"MemoryError \(the correct softmax needs more than"):
+        harness.call(functions["attention"], SCORES, VALUES, on="x", stand_ins=(softmax,))
+    assert np.allclose(harness.call(functions["attention"], SCORES, VALUES, on="x", stand_ins=(globals()["softmax"],)),
+                       [[1.0]])  # the grader and the sandbox go on
+
+
+def test_the_reference_answers_within_the_submissions_time():
+    import time
+
+    def slow_softmax(x, axis=-1):
+        while True:
+            time.sleep(0.01)
+    with Sandbox([("0", NOTEBOOK)], uid=UID) as sandbox:
+        sandbox.run()
+        sandbox.deadline = time.monotonic() + 1.0
+        started = time.monotonic()
+        with pytest.raises(SandboxStopped, match="the submission used up"):  # not the grader's time
+            harness.call(sandbox.functions["attention"], SCORES, VALUES, on="x", stand_ins={"softmax": slow_softmax})
+        assert time.monotonic() - started < 5
