@@ -229,6 +229,12 @@ def test_arguments_the_reference_does_not_take_go_to_the_students_own(functions)
     assert np.allclose(out, [0.25, 0.75]) and not names  # the student's own softmax: x / x.sum()
 
 
+def test_an_exception_after_an_answer_shows_its_type_and_line_not_its_message(functions):
+    with pytest.raises(CheckFailed) as failure:
+        harness.call(functions["raises_what_it_was_answered"], np.array([0.0, 0.0]), on="x", stand_ins=(softmax,))
+    assert "raised ValueError (at line" in str(failure.value) and "0.5" not in str(failure.value)
+
+
 def test_the_reference_answers_within_the_memory_limit(functions):
     def softmax(x, axis=-1):  # a reference asked for something huge
         return np.ones(10 ** 12)
