@@ -27,9 +27,13 @@ def uses(name, *earlier_checks):
     """The checks of a task whose function uses the earlier task `name`, run in a `with` block:
     when one fails and one of `earlier_checks` (functions that run `name`'s own checks) fails too,
     the cell says to fix `name` first, and stops checking: this task is judged with a correct
-    `name` at grading, where its hidden checks decide its points."""
+    `name` at grading, where its hidden checks decide its points. A NotImplementedError still
+    fails the cell: nothing here tells this task's function as released from one beside an
+    unfinished `name`."""
     try:
         yield
+    except NotImplementedError:
+        raise
     except Exception:
         for run in earlier_checks:
             try:
