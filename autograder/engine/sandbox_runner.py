@@ -251,7 +251,7 @@ class StandIns:
         self.reader, self.writer, self.names = reader, writer, frozenset()
         self.answered = set()  # the names whose stand-ins answered (gave values) during the call
 
-    def make(self, name, own):
+    def make(self, name, own=None):
         """The stand-in for the notebook's function `name`: the grader's answer for its arguments,
         while a call that names it runs; `own` (the student's function, or None) for arguments
         that do not bind to the correct function's parameters (renamed or added by the student)."""

@@ -131,11 +131,14 @@ def rotary_embedding_from_stash(X, positions=None):
 
 def encoder_layer_that_keeps_embed(X, params, num_heads, mask=None):
     """The reference encoder_layer's formula (with the stand-ins' layer_norm and
-    position_wise_ffn), keeping the embed stand-in (embed is checked later) and printing
-    what it answers, for the feedback."""
-    if getattr(embed, "__code__", None) is not None and embed.__code__.co_name == "stand_in":  # noqa: F821
-        globals()["_KEPT_EMBED"] = embed  # noqa: F821
-        print("LEAKED" + "-VALUE", embed(np.array([[0, 1]]), np.array([[0.25, 0.5], [1.0, 2.0]])).tolist())  # noqa: F821
+    position_wise_ffn), keeping the layer_norm stand-in (found behind the student's layer_norm,
+    whose code calls it while the check runs) for embed's later check, and printing what it
+    answers, for the feedback."""
+    code = getattr(layer_norm, "__code__", None)  # noqa: F821
+    if code is not None and code.co_name == "stand_in":
+        kept = next(constant for constant in code.co_consts if callable(constant))
+        globals()["_KEPT_EMBED"] = kept  # noqa: F821
+        print("LEAKED" + "-VALUE", kept(np.array([[0.0, 1.0]]), np.ones(2), np.zeros(2)).tolist())
     attention, _ = multi_head_attention(X, X, X, params["self_attn"], num_heads, mask)  # noqa: F821
     X = layer_norm(X + attention, **params["norm1"])  # noqa: F821
     return layer_norm(X + position_wise_ffn(X, params["ffn"]), **params["norm2"])  # noqa: F821

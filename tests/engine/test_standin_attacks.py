@@ -3,7 +3,7 @@
 Student code (tests/engine/standin_attacks.py, and cells written here) in the untouched
 notebook or beside the sample implementations, graded by the real `grade` command in one batch:
 
-- a stand-in kept during one check (encoder_layer's, where the later embed stands in) answers
+- a stand-in kept during one check (encoder_layer's layer_norm, found behind the student's layer_norm) answers
   nothing in a later check (embed's own), even when the student opens it and marks its name as
   one of the running call, or asks the grader for the checked function itself;
 - what a stand-in answered, printed during a hidden check, does not reach the feedback;
