@@ -3,7 +3,7 @@
 Each function is the source of one notebook cell (`autograder.samples.submissions.submission`
 renames it to its task): it uses only what a notebook has (np and the notebook's names), so
 that its source can stand alone. Used by tests/engine/test_standin_attacks.py (attacks the
-grading holds against) and tests/engine/test_standin_findings.py (attacks that succeed).
+grading holds against).
 """
 
 import numpy as np
@@ -79,7 +79,7 @@ def encode_that_makes_the_grader_decode(X, params, cell="rnn"):
              "decoder": params_of_cell, "embedding": np.zeros((2, 1)),
              "W_out": np.zeros((1, 2)), "b_out": np.array([1.0, 0.0])}  # always token 0, EOS is 1
     try:
-        greedy_decode(np.zeros((1, 1, 1)), model, 0, 1, 300_000)  # seconds of the grader's time  # noqa: F821
+        greedy_decode(np.zeros((1, 1, 1)), model, 0, 1, 1_500_000)  # a minute of the grader's time  # noqa: F821
     except BaseException:
         pass
     raise NotImplementedError

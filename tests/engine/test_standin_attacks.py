@@ -18,9 +18,17 @@ notebook or beside the sample implementations, graded by the real `grade` comman
 - zeros earn nothing beside unfinished or zero neighbours (issue 36's degenerate pairs):
   greedy_decode beside unfinished encode and decode_step; encode, decode_step and
   greedy_decode beside an rnn_cell that returns zeros; train beside an adam_step that returns
-  zeros; (transformer_logits beside a decoder that returns zeros: test_standin_findings);
+  zeros; transformer_logits beside a decoder that returns zeros;
 - a function that asks a stand-in again and again, catching the alarm meant to stop it, is
-  stopped at the submission's time limit (the grader checks the deadline between round trips).
+  stopped at the submission's time limit (the grader checks the deadline between round trips);
+- (the red team's findings, fixed) only the graded functions that the checked function's
+  reference reaches stand in, so a later task's reference (multi_head_attention_backward,
+  bahdanau_decode_step, local_attention, encoder, rotary_embedding, greedy_decode) never computes
+  the task under check, leaves values for a later check, or keeps the grader busy; a right
+  attention keeps its points when it reaches a wrong softmax through an alias, a
+  functools.partial or a helper's default, with a NumPy integer axis, or through the student's
+  own right softmax with a renamed or added parameter; an exception raised after stand-ins
+  answered shows its type and line, not the values in its message.
 """
 
 import json
@@ -30,7 +38,44 @@ import pytest
 from autograder.samples.submissions import implementations, submission, write
 from tests.engine import standin_attacks as attacks
 from tests.engine.grading import details, run_grader
-from tests.engine.test_standin_findings import RIGHT_ATTENTION, _with_cell
+
+RIGHT_ATTENTION = '''
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -1e300)
+    weights = NORMALISE(scores)
+    if mask is not None:  # a query that sees no key takes nothing
+        weights = np.where(np.any(np.broadcast_to(mask, scores.shape), axis=-1, keepdims=True), weights, 0.0)
+    return weights @ V, weights
+'''
+WAYS = {  # the same right attention, calling softmax in several ways
+    "global-name": RIGHT_ATTENTION.replace("NORMALISE(scores)", "softmax(scores, axis=-1)"),
+    "alias": "_softmax = softmax\n" + RIGHT_ATTENTION.replace("NORMALISE(scores)", "_softmax(scores)"),
+    "partial": "import functools\n_row_softmax = functools.partial(softmax, axis=-1)\n"
+               + RIGHT_ATTENTION.replace("NORMALISE(scores)", "_row_softmax(scores)"),
+    "own-keyword": RIGHT_ATTENTION.replace("NORMALISE(scores)", "softmax(z=scores, axis=-1)"),
+    "extra-argument": RIGHT_ATTENTION.replace("NORMALISE(scores)", "softmax(scores, -1, 1.0)"),
+    "numpy-int-axis": RIGHT_ATTENTION.replace("NORMALISE(scores)", "softmax(scores, axis=np.int64(-1))"),
+    "helper-default": "def _normalise(scores, function=softmax):\n    return function(scores, axis=-1)\n\n"
+                      + RIGHT_ATTENTION.replace("NORMALISE(scores)", "_normalise(scores)"),
+}
+
+
+OWN_SOFTMAX = """
+def softmax(z, axis=-1, temperature=1.0):
+    z = np.asarray(z, dtype=float) / temperature
+    e = np.exp(z - np.max(z, axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+"""
+
+
+def _with_cell(notebook, task, source):
+    for cell in notebook.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == task:
+            cell.source = source.strip()
+    return notebook
+
 
 SOFTMAX = implementations("scaled_dot_product")
 WRONG_SOFTMAXES = {  # the softmax cell
@@ -89,6 +134,38 @@ STUDENTS = {  # student -> (assignment, notebook)
                                   ("wrong-axis", "object"), ("wrong-axis", "keywords-and-views"),
                                   ("nan", "global-name"), ("raising", "global-name"), ("lambda", "global-name"),
                                   ("wrong-axis", "nan")]},
+    "untouched-backpropagation": ("backpropagation", lambda: submission("backpropagation", {})),
+    "sdpa-backward-from-mha": ("backpropagation", lambda: submission(
+        "backpropagation", {"scaled_dot_product_attention_backward": attacks.sdpa_backward_via_mha_backward})),
+    "untouched-bahdanau": ("bahdanau", lambda: submission("bahdanau", {})),
+    "attention-from-decode-step": ("bahdanau", lambda: submission(
+        "bahdanau", {"bahdanau_attention": attacks.bahdanau_attention_via_decode_step})),
+    "zeros-logits-beside-zeros-decoder": ("transformer_decoder", lambda: submission("transformer_decoder", {
+        "decoder": attacks.decoder_zeros, "transformer_logits": attacks.transformer_logits_zeros})),
+    "untouched-luong": ("luong", lambda: submission("luong", {})),
+    "luong-from-local": ("luong", lambda: submission(
+        "luong", {"luong_attention": attacks.luong_attention_via_local_attention})),
+    "untouched-transformer-encoder": ("transformer_encoder", lambda: submission("transformer_encoder", {})),
+    "layer-from-encoder": ("transformer_encoder", lambda: submission(
+        "transformer_encoder", {"encoder_layer": attacks.encoder_layer_via_encoder})),
+    "rotary-without-stash": ("positional_encoding", lambda: submission(
+        "positional_encoding", {"add_positional_encoding": attacks.add_positional_encoding_plain,
+                                "rotary_embedding": attacks.rotary_embedding_from_stash})),
+    "rotary-from-stash": ("positional_encoding", lambda: submission(
+        "positional_encoding", {"add_positional_encoding": attacks.add_positional_encoding_that_stashes_rotary,
+                                "rotary_embedding": attacks.rotary_embedding_from_stash})),
+    "raises-the-reference": ("positional_encoding", lambda: submission(
+        "positional_encoding", {"add_positional_encoding": attacks.add_positional_encoding_that_raises_the_reference})),
+    "grader-decodes": ("rnn_encoder_decoder", lambda: submission(
+        "rnn_encoder_decoder", {"encode": attacks.encode_that_makes_the_grader_decode})),
+    **{f"softmax-wrong-attention-{way}": ("scaled_dot_product", lambda way=way: _with_cell(submission(
+        "scaled_dot_product", {"softmax": implementations("scaled_dot_product").softmax_wrong_axis}),
+        "scaled_dot_product_attention", WAYS[way]))
+       for way in ("global-name", "alias", "partial", "helper-default", "numpy-int-axis")},
+    # all right: a softmax whose parameters the student named and extended, and an attention using them
+    **{f"own-softmax-attention-{way}": ("scaled_dot_product", lambda way=way: _with_cell(_with_cell(submission(
+        "scaled_dot_product", {}), "softmax", OWN_SOFTMAX), "scaled_dot_product_attention", WAYS[way]))
+       for way in ("own-keyword", "extra-argument")},
 }
 
 
@@ -158,3 +235,47 @@ def test_asking_stand_ins_forever_stops_at_the_submissions_limit(graded):
 ])
 def test_zeros_earn_nothing_beside_unfinished_or_zero_neighbours(graded, student, checks):
     assert [_score(graded, student, check) for check in checks] == [0] * len(checks)
+
+
+@pytest.mark.parametrize("cheater, twin, check", [
+    ("sdpa-backward-from-mha", "untouched-backpropagation", "test_scaled_dot_product_attention_backward"),
+    ("attention-from-decode-step", "untouched-bahdanau", "test_bahdanau_attention"),
+    ("layer-from-encoder", "untouched-transformer-encoder", "test_encoder_layer"),
+    ("luong-from-local", "untouched-luong", "test_luong_attention"),
+    ("luong-from-local", "untouched-luong", "test_luong_attention_masks"),
+])
+def test_a_later_tasks_stand_in_does_not_answer_for_the_checked_task(graded, cheater, twin, check):
+    assert _score(graded, cheater, check) == _score(graded, twin, check) == 0
+
+
+def test_a_later_tasks_reference_values_cannot_be_kept(graded):
+    for check in ("test_rotary_embedding", "test_rotary_positions"):
+        assert _score(graded, "rotary-from-stash", check) == _score(graded, "rotary-without-stash", check) == 0
+
+
+def test_the_grader_does_not_compute_for_a_student_beyond_the_submissions_limit(graded):
+    result = json.loads((graded[1] / "results" / "grader-decodes" / "rnn_encoder_decoder.json").read_text())
+    assert result["seconds"]["checks"] < SUBMISSION_SECONDS + 5
+
+
+@pytest.mark.parametrize("way", ["alias", "partial", "helper-default", "numpy-int-axis"])
+def test_a_right_attention_keeps_its_points_beside_a_wrong_softmax_however_it_reaches_it(graded, way):
+    for check in ("test_attention", "test_attention_masks"):
+        assert _score(graded, f"softmax-wrong-attention-{way}", check) == \
+            _score(graded, "softmax-wrong-attention-global-name", check) == 3
+
+
+def test_zeros_earn_nothing_beside_a_zero_neighbour(graded):
+    assert _score(graded, "zeros-logits-beside-zeros-decoder", "test_transformer_logits") == 0
+
+
+@pytest.mark.parametrize("way", ["own-keyword", "extra-argument"])
+def test_right_code_calling_its_own_right_softmax_keeps_its_points(graded, way):
+    student = f"own-softmax-attention-{way}"
+    assert [_score(graded, student, check) for check in ("test_softmax", "test_attention", "test_attention_masks")] \
+        == [2, 3, 3]
+
+
+def test_what_a_stand_in_answered_does_not_reach_the_feedback_through_an_exception(graded):
+    feedback = (graded[1] / "feedback" / "raises-the-reference" / "positional_encoding.html").read_text()
+    assert "LEAKED" not in feedback
