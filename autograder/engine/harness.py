@@ -31,6 +31,7 @@ import warnings
 
 import numpy as np
 
+from . import trampoline
 from .checking import CheckFailed, check, check_close, close, named_cause
 
 # The grader passes a secret number per submission to the checks it runs
@@ -215,12 +216,21 @@ def _global_names(code):
 
 @contextlib.contextmanager
 def _swapped(function, stand_ins):
-    """``function``'s global names and defaults of ``stand_ins`` replaced, restored on exit."""
+    """The functions of ``function``'s namespace named as ``stand_ins`` answering as them, restored on
+    exit: a plain function by identity (`trampoline`: its aliases, partials and the defaults that
+    hold it answer too), for arguments that bind to the stand-in's parameters (others go to the
+    student's own); anything else by name in the namespace and in ``function``'s defaults."""
     namespace = getattr(function, "__globals__", None)
     if not isinstance(namespace, dict):
         yield
         return
     missing = object()
+    undos = []
+    for name, stand_in in list(stand_ins.items()):
+        value = namespace.get(name, missing)
+        if trampoline.swappable(value) and value is not inspect.unwrap(stand_in):
+            undos.append(trampoline.swap(value, _binding_or_own(stand_in, trampoline.copy(value))))
+            stand_ins = {key: item for key, item in stand_ins.items() if key != name}
     originals = {name: namespace.get(name, missing) for name in stand_ins}
     replaced = {id(value): stand_ins[name] for name, value in originals.items() if value is not missing}
     defaults = getattr(function, "__defaults__", None)
@@ -233,6 +243,8 @@ def _swapped(function, stand_ins):
             function.__kwdefaults__ = {key: replaced.get(id(value), value) for key, value in kwdefaults.items()}
         yield
     finally:
+        for undo in undos:
+            undo()
         for name, value in originals.items():
             if value is missing:
                 namespace.pop(name, None)
@@ -242,6 +254,22 @@ def _swapped(function, stand_ins):
             function.__defaults__ = defaults
         if kwdefaults:
             function.__kwdefaults__ = kwdefaults
+
+
+def _binding_or_own(stand_in, own):
+    """``stand_in`` for the arguments its parameters take, ``own`` (the student's) for others."""
+    try:
+        signature = inspect.signature(stand_in)
+    except (TypeError, ValueError):
+        return stand_in
+
+    def answer(*args, **kwargs):
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError:
+            return own(*args, **kwargs)
+        return stand_in(*args, **kwargs)
+    return answer
 
 
 def call_in_memory(function, *args, on, limit_bytes, stand_ins=(), **kwargs):

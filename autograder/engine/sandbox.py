@@ -48,7 +48,7 @@ from . import harness, wire
 from .course import ENGINE_PACKAGE
 
 HERE = Path(__file__).resolve().parent
-RUNNER_FILES = (HERE / "sandbox_runner.py", HERE / "wire.py")
+RUNNER_FILES = (HERE / "sandbox_runner.py", HERE / "wire.py", HERE / "trampoline.py")
 SITE_PACKAGES = [folder for folder in site.getsitepackages() if os.path.isdir(folder)]
 GRACE = 5.0  # seconds the grader waits beyond the runner's own alarm before killing it
 # In a sandbox for memory checks, glibc's malloc serves arrays of 128 KiB and more from their own

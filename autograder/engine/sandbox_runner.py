@@ -82,6 +82,7 @@ import warnings
 STARTED = time.monotonic()  # the interpreter is up: what follows is imports
 
 sys.path += sys.argv[2:]  # the packages' folders (NumPy...), when started without `site`
+import trampoline  # noqa: E402
 import wire  # noqa: E402 (numpy)
 
 OUTPUT_KEPT = 20_000  # characters of a cell's output kept for the feedback
@@ -294,15 +295,11 @@ class StandIns:
         reaches them: a plain function (no free variables) by identity, its code replaced by a
         trampoline to the stand-in (so aliases, partials and defaults that hold it answer too);
         anything else by name in the notebook and in `function`'s defaults. Return what undoes it."""
-        codes, originals, replaced = {}, {}, {}
+        undos, originals, replaced = [], {}, {}
         for name in names:
             value = NOTEBOOK.get(name, MISSING)
-            if type(value) is types.FunctionType and not value.__closure__:
-                own = types.FunctionType(value.__code__, value.__globals__, value.__name__,
-                                         value.__defaults__, value.__closure__)
-                own.__kwdefaults__ = value.__kwdefaults__
-                codes[name] = (value, value.__code__)
-                value.__code__ = _trampoline(self.make(name, own))
+            if trampoline.swappable(value):
+                undos.append(trampoline.swap(value, self.make(name, trampoline.copy(value))))
             else:
                 originals[name] = value
                 stand_in = self.make(name, value if callable(value) else None)
@@ -322,8 +319,8 @@ class StandIns:
 
         def restore():
             self.names = frozenset()
-            for value, code in codes.values():
-                value.__code__ = code
+            for undo in undos:
+                undo()
             for name, value in originals.items():
                 if value is MISSING:
                     NOTEBOOK.pop(name, None)
@@ -337,18 +334,6 @@ class StandIns:
                     except (AttributeError, TypeError):
                         pass
         return restore
-
-
-def _trampoline(stand_in):
-    """A code object, with no free variables, that returns ``stand_in(*args, **kwargs)``."""
-    return _TRAMPOLINE.replace(co_consts=tuple(stand_in if constant == "stand-in" else constant
-                                               for constant in _TRAMPOLINE.co_consts))
-
-
-with warnings.catch_warnings():  # calling a constant: the constant is replaced by the stand-in
-    warnings.simplefilter("ignore")
-    _TRAMPOLINE = compile('def stand_in(*args, **kwargs):\n    return "stand-in"(*args, **kwargs)\n',
-                          "<stand-in>", "exec").co_consts[0]
 
 
 MISSING = object()

@@ -260,3 +260,18 @@ def test_the_reference_answers_within_the_submissions_time():
         with pytest.raises(SandboxStopped, match="the submission used up"):  # not the grader's time
             harness.call(sandbox.functions["attention"], SCORES, VALUES, on="x", stand_ins={"softmax": slow_softmax})
         assert time.monotonic() - started < 5
+
+
+def test_plain_functions_answer_by_identity_and_take_their_own_arguments_to_the_students():
+    namespace = plain()
+    own = namespace["softmax"]
+    x = np.array([0.0, np.log(3.0)])
+    assert np.allclose(harness.call(namespace["through_alias_and_partial"], x, on="x", stand_ins=(softmax,)),
+                       [0.5, 1.5])
+    assert namespace["softmax"] is own and np.allclose(own(x), x / x.sum())  # restored
+
+    def narrow(x):  # a reference without the student's parameter
+        raise AssertionError("not called")
+    narrow.__name__ = "softmax"
+    assert np.allclose(harness.call(namespace["with_its_own_parameter"], x, on="x", stand_ins=(narrow,)),
+                       x / x.sum())
