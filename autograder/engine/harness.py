@@ -145,16 +145,17 @@ def _noting(name, stand_in):
 @contextlib.contextmanager
 def standing_in(function, stand_ins):
     """Yield what calls ``function`` with the student's functions named as those of ``stand_ins``
-    (the reference's: functions, or a dict name -> function) replaced by them, ``function``'s own
-    name excepted.
+    (the reference's: functions, or a dict name -> function) answering as them: only those that
+    the reference of ``function`` reaches when it is among them (`_reached`), never ``function``
+    itself. A plain student function answers by identity (`trampoline`), others by name.
 
     - a sandbox proxy (``sandbox.StudentFunction``, under ``grade``): the reference never enters
       the student's process; stand-ins there send their arguments (plain data) to the grader,
       which computes the reference's value and answers only for the names of the call it is
       waiting on; a stand-in kept for later answers nothing. An argument that is not plain data
       makes the stand-in raise a TypeError naming the function;
-    - a plain function (plain nbgrader kernels, the tests): the names are swapped in its
-      namespace (``__globals__``), and matching objects in its defaults, then restored.
+    - a plain function (plain nbgrader kernels, the tests): the swap happens in its namespace
+      (``__globals__``), and its defaults, then is undone (`_swapped`).
     """
     from .sandbox import StudentFunction  # the engine's sandbox, loaded when used
 

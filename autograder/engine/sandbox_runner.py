@@ -19,19 +19,23 @@ to the grader over the socket FD with `wire` messages:
              "arguments": [args, kwargs]} (wire value)
   while it runs, for each call of a stand-in (below):
     runner -> {"op": "stand-in", "name": e, "arguments": [args, kwargs]}
-    grader -> {"op": "answer", "value": value} or {"op": "raised", "error": {...}}
+    grader -> {"op": "answer", "value": value}, {"op": "raised", "error": {...}}
+              or {"op": "unbound", "error": {...}}
   runner -> {"op": "returned", "cpu_seconds": s} + [result, args, kwargs after the call]
             or {"op": "raised", "error": {...}, "cpu_seconds": s}
 
-Stand-ins: while the called function runs, each name of "stand_ins" (the
-other graded functions of the exercise) is, in the notebook's namespace and
-in the called function's default arguments, a stand-in that sends its
-arguments to the grader and returns the grader's answer: the reference's
-value, computed there (the reference never enters this process). So a
-function is judged with correct neighbours, whatever the student's are. The
-namespace and the defaults are restored after the call; a stand-in kept by
-the notebook answers nothing afterwards, and the grader answers only for the
-names of the call it is waiting on.
+Stand-ins: while the called function runs, the notebook's function of each
+name of "stand_ins" (the graded functions its reference reaches) answers as a
+stand-in that sends its arguments to the grader and returns the grader's
+answer: the reference's value, computed there (the reference never enters
+this process). A plain function answers by identity (`trampoline`: every
+alias, partial or default holding it), anything else by name. So a function
+is judged with correct neighbours, whatever the student's are. Arguments the
+reference's parameters do not take ("unbound") go to the student's own
+function. All is restored after the call; a stand-in kept by the notebook
+answers nothing afterwards, and the grader answers only for the names of the
+call it is waiting on. When the call raises after stand-ins answered, only
+the exception's type and line are reported (its message may hold answers).
 
 limits["memory_above_baseline"], when not null, makes this a sandbox for
 memory checks: before the first cell, the runner reserves BLAS's work buffer,
