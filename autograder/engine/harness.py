@@ -162,6 +162,9 @@ def standing_in(function, stand_ins):
     if not isinstance(stand_ins, dict):
         stand_ins = {stand_in.__name__: stand_in for stand_in in stand_ins}
     own = getattr(function, "__name__", None)
+    namespace = getattr(inspect.unwrap(function), "__globals__", None)
+    if isinstance(namespace, dict):  # the name the notebook gives it, which its __name__ may not be
+        own = next((name for name in stand_ins if namespace.get(name) is inspect.unwrap(function)), own)
     if own in stand_ins:
         # only the graded functions that the checked function's reference reaches stand in: a later
         # task's reference (which may compute this very task) never answers for it
@@ -229,7 +232,7 @@ def _swapped(function, stand_ins):
     undos = []
     for name, stand_in in list(stand_ins.items()):
         value = namespace.get(name, missing)
-        if trampoline.swappable(value) and value is not inspect.unwrap(stand_in):
+        if trampoline.swappable(value) and value is not inspect.unwrap(stand_in) and value is not function:
             undos.append(trampoline.swap(value, _binding_or_own(stand_in, trampoline.copy(value))))
             stand_ins = {key: item for key, item in stand_ins.items() if key != name}
     originals = {name: namespace.get(name, missing) for name in stand_ins}

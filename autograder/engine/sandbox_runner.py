@@ -302,7 +302,7 @@ class StandIns:
         undos, originals, replaced = [], {}, {}
         for name in names:
             value = NOTEBOOK.get(name, MISSING)
-            if trampoline.swappable(value):
+            if trampoline.swappable(value) and value is not function:  # never the called function
                 undos.append(trampoline.swap(value, self.make(name, trampoline.copy(value))))
             else:
                 originals[name] = value
