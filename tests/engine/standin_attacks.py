@@ -86,6 +86,17 @@ def encode_that_makes_the_grader_decode(X, params, cell="rnn"):
 
 
 
+def add_positional_encoding_that_asks_for_a_huge_table(X):
+    """Right, after asking the sinusoidal_encoding stand-in (which its reference reaches) for a
+    table of 10**9 positions: the grader computes it within the notebook's memory limit."""
+    X = np.asarray(X, dtype=float)
+    try:
+        sinusoidal_encoding(10 ** 9, 64)  # noqa: F821 (512 GB)
+    except MemoryError as error:
+        globals()["_REFUSED"] = str(error)
+    return X + sinusoidal_encoding(*X.shape[-2:])  # noqa: F821
+
+
 def add_positional_encoding_that_stashes_rotary(X):
     """Right, and while its check runs (the reference rotary_embedding stands in: its task is
     checked later), it keeps the reference's cos and sin of every position < 128 and even d ≤ 64."""

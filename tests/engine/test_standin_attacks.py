@@ -156,6 +156,8 @@ STUDENTS = {  # student -> (assignment, notebook)
                                 "rotary_embedding": attacks.rotary_embedding_from_stash})),
     "raises-the-reference": ("positional_encoding", lambda: submission(
         "positional_encoding", {"add_positional_encoding": attacks.add_positional_encoding_that_raises_the_reference})),
+    "huge-table": ("positional_encoding", lambda: submission(
+        "positional_encoding", {"add_positional_encoding": attacks.add_positional_encoding_that_asks_for_a_huge_table})),
     "grader-decodes": ("rnn_encoder_decoder", lambda: submission(
         "rnn_encoder_decoder", {"encode": attacks.encode_that_makes_the_grader_decode})),
     **{f"softmax-wrong-attention-{way}": ("scaled_dot_product", lambda way=way: _with_cell(submission(
@@ -279,3 +281,12 @@ def test_right_code_calling_its_own_right_softmax_keeps_its_points(graded, way):
 def test_what_a_stand_in_answered_does_not_reach_the_feedback_through_an_exception(graded):
     feedback = (graded[1] / "feedback" / "raises-the-reference" / "positional_encoding.html").read_text()
     assert "LEAKED" not in feedback
+
+
+def test_the_grader_computes_a_stand_ins_answer_within_the_notebooks_memory_limit(graded):
+    """sinusoidal_encoding(10**9, 64) asked of the grader: the student's call gets a MemoryError,
+    which it catches; the grading goes on, and the right function keeps its points."""
+    result = json.loads((graded[1] / "results" / "huge-table" / "positional_encoding.json").read_text())
+    assert result["status"] != "crashed"
+    assert _score(graded, "huge-table", "test_add_positional_encoding") == \
+        _score(graded, "rotary-without-stash", "test_add_positional_encoding") > 0
