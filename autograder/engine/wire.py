@@ -16,6 +16,7 @@ must depend only on the standard library and NumPy.
 import io
 import json
 import math
+import re
 import struct
 
 import numpy as np
@@ -160,13 +161,48 @@ def _generator(body):
 def _array(blobs, index):
     if not (isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(blobs)):
         raise WireError("reference to a missing array")
-    try:
-        array = np.load(io.BytesIO(blobs[index]), allow_pickle=False)
-    except Exception as error:  # anything np.load rejects is a malformed message
-        raise WireError(f"not a plain .npy array ({error})") from None
+    array = _plain_npy(blobs[index])
+    if array is None:  # not as `send` writes it: NumPy's own reader decides
+        try:
+            array = np.load(io.BytesIO(blobs[index]), allow_pickle=False)
+        except Exception as error:  # anything np.load rejects is a malformed message
+            raise WireError(f"not a plain .npy array ({error})") from None
     if not isinstance(array, np.ndarray) or array.dtype.kind not in ARRAY_KINDS or array.ndim > 32:
         raise WireError("an array that is not numbers or booleans")
     return array
+
+
+# The .npy of an array of numbers in C order, as `send` writes it (format 1.0). Read by
+# `_plain_npy` with one match instead of np.load's parse of a Python literal, ten times faster:
+# every call of a student's function carries its arrays through here twice, each way.
+_MAGIC = b"\x93NUMPY\x01\x00"
+_NPY_HEADER = re.compile(rb"\{'descr': '([<>|][biufc][0-9]{1,2})', 'fortran_order': False, "
+                         rb"'shape': \(((?:[0-9]{1,18}, )*(?:[0-9]{1,18},?)?)\), \} *\n")
+
+
+def _npy_header(array):
+    """The .npy header (format 1.0) of a C-ordered `array` of numbers, byte for byte as np.save
+    writes it: spare spaces for its first axis to grow, then padding to 64 bytes."""
+    text = f"{{'descr': '{array.dtype.str}', 'fortran_order': False, 'shape': {array.shape}, }}"
+    text += " " * (21 - len(str(array.shape[0]))) if array.shape else ""
+    text += " " * (64 - (len(text) + 1 + len(_MAGIC) + 2) % 64) + "\n"
+    return _MAGIC + struct.pack("<H", len(text)) + text.encode()
+
+
+def _plain_npy(data):
+    """The array of `data` when it is a .npy that `send` writes (`_npy_header`, then exactly its
+    bytes), else None."""
+    if not data.startswith(_MAGIC) or len(data) < 10:
+        return None
+    (length,) = struct.unpack_from("<H", data, 8)
+    match = _NPY_HEADER.fullmatch(data, 10, 10 + length)
+    if match is None:
+        return None
+    dtype = np.dtype(match[1].decode())
+    shape = tuple(int(n) for n in match[2].split(b",") if n.strip())
+    if len(shape) > 32 or len(data) - 10 - length != math.prod(shape) * dtype.itemsize:
+        return None
+    return np.frombuffer(data, dtype, offset=10 + length).reshape(shape).copy()  # writable, as np.load's
 
 
 # -- framing -------------------------------------------------------------------
@@ -174,12 +210,14 @@ def _array(blobs, index):
 def send(stream, header, blobs=()):
     """Write one message (a JSON-able dict and its blobs) to a binary stream."""
     for frame in (json.dumps({**header, "blobs": len(blobs)}).encode(), *blobs):
-        if isinstance(frame, np.ndarray):  # an array of `encode`: its .npy bytes, made only now
-            buffer = io.BytesIO()
-            np.save(buffer, frame, allow_pickle=False)
-            frame = buffer.getbuffer()
+        if isinstance(frame, np.ndarray):  # an array of `encode` (C order): its .npy, written as is
+            header = _npy_header(frame)
+            stream.write(_LENGTH.pack(len(header) + frame.nbytes))
+            stream.write(header)
+            stream.write(frame.reshape(-1).view(np.uint8).data)  # frame by frame: no copy of the message
+            continue
         stream.write(_LENGTH.pack(len(frame)))
-        stream.write(frame)  # frame by frame: no copy of the whole message in memory
+        stream.write(frame)
     stream.flush()
 
 
