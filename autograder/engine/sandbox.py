@@ -236,7 +236,7 @@ class Sandbox:
                                          env=None if self.isolate else {**os.environ, **self._environment()})
         theirs.close()
         self._socket = ours
-        self._reader, self._writer = ours.makefile("rb"), ours.makefile("wb")
+        self._reader, self._writer = ours.makefile("rb", wire.STREAM_BUFFER), ours.makefile("wb", wire.STREAM_BUFFER)
         self._started = time.monotonic()
         if self.deadline is None:
             self.deadline = self._started + self.limits.submission_seconds

@@ -363,7 +363,7 @@ def baseline_memory():
 
 def main(fd):
     channel = socket.socket(fileno=fd)
-    reader, writer = channel.makefile("rb"), channel.makefile("wb")
+    reader, writer = channel.makefile("rb", wire.STREAM_BUFFER), channel.makefile("wb", wire.STREAM_BUFFER)
     request, _ = wire.receive(reader)
     limits = request["limits"]
     budget = [limits["output_chars"]]

@@ -29,6 +29,10 @@ ARRAY_KINDS = "biufc"  # bool, int, unsigned, float, complex: no objects, no str
 UFUNCS = ("exp",)  # NumPy functions a check may pass as an argument (sent by name, nothing executed)
 
 _LENGTH = struct.Struct(">Q")
+# The buffer of each end's socket streams (`socket.makefile(mode, STREAM_BUFFER)`): a message
+# smaller than this leaves in one send and arrives in one read. With the default 8 KiB, a message
+# of many arrays left in many small sends, each one waking the other process to read a piece.
+STREAM_BUFFER = 256 * 1024
 
 
 class WireError(Exception):

@@ -116,3 +116,28 @@ def test_an_npy_that_the_wire_does_not_write_is_read_by_np_load_or_refused():
     np.save(text, np.array(["a"]), allow_pickle=False)
     with pytest.raises(wire.WireError, match="not numbers"):
         wire.decode({"ndarray": 0}, [text.getvalue()])
+
+
+def test_a_message_of_many_arrays_leaves_in_one_write_of_the_stream_buffer():
+    """Both ends wrap their socket in buffers of STREAM_BUFFER bytes: a message of many small arrays
+    is one send (each send wakes the reader, which a message sent frame by frame did dozens of times)."""
+    class Socket(io.RawIOBase):
+        def __init__(self):
+            self.writes, self.data = 0, bytearray()
+
+        def writable(self):
+            return True
+
+        def write(self, chunk):
+            self.writes += 1
+            self.data += chunk
+            return len(chunk)
+
+    raw = Socket()
+    stream = io.BufferedWriter(raw, wire.STREAM_BUFFER)
+    value = [{"K": np.ones((4, 8)), "V": np.zeros((4, 8))} for _ in range(50)]
+    tree, blobs = wire.encode(value)
+    wire.send(stream, {"value": tree}, blobs)
+    assert raw.writes == 1
+    header, blobs = wire.receive(io.BytesIO(bytes(raw.data)))
+    assert np.array_equal(wire.decode(header["value"], blobs)[49]["K"], np.ones((4, 8)))
