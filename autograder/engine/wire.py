@@ -215,9 +215,9 @@ def send(stream, header, blobs=()):
     """Write one message (a JSON-able dict and its blobs) to a binary stream."""
     for frame in (json.dumps({**header, "blobs": len(blobs)}).encode(), *blobs):
         if isinstance(frame, np.ndarray):  # an array of `encode` (C order): its .npy, written as is
-            header = _npy_header(frame)
-            stream.write(_LENGTH.pack(len(header) + frame.nbytes))
-            stream.write(header)
+            npy_header = _npy_header(frame)
+            stream.write(_LENGTH.pack(len(npy_header) + frame.nbytes))
+            stream.write(npy_header)
             stream.write(frame.reshape(-1).view(np.uint8).data)  # frame by frame: no copy of the message
             continue
         stream.write(_LENGTH.pack(len(frame)))
