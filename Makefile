@@ -4,6 +4,7 @@
 #   make test   runs every test
 # Both create the virtual environment .venv from requirements.txt when needed,
 # after installing the Debian packages the course needs.
+# `make publish` then puts the website on the gh-pages branch (GitHub Pages).
 
 PYTHON ?= python3
 VENV := .venv
@@ -26,7 +27,7 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 DEBIAN_PACKAGES += $(if $(shell command -v npm),,npm)
 AXE := tests/book/node_modules/axe-core/axe.min.js
 
-.PHONY: book class-book test release clean debian-packages
+.PHONY: book class-book test release publish clean debian-packages
 
 book: $(VENV)/installed
 	jupyter-book build . --warningiserror --nitpick --keep-going
@@ -39,6 +40,24 @@ book: $(VENV)/installed
 class-book: $(VENV)/installed
 	COURSE_EDITION=class python book/_ext/build_edition.py . _build/class --warningiserror --nitpick --keep-going
 	@echo "The class edition is in _build/class/html, its PDF in _build/class/pdf"
+
+# Publishes the website as Jupyter Book's guide does: ghp-import commits the
+# built site to the gh-pages branch (with .nojekyll, so that GitHub Pages
+# serves the folders whose names start with "_") and pushes it to REMOTE, a
+# remote's name, a git URL or a path. `make publish EDITION=class` publishes
+# the class edition. Each builds its site first; SITE=FOLDER publishes a site
+# already built in FOLDER instead. .github/workflows/publish.yml deploys the
+# same site on GitHub Pages from GitHub Actions.
+REMOTE ?= origin
+EDITION ?=
+ifneq ($(filter-out class,$(EDITION)),)
+$(error EDITION is "$(EDITION)": leave it out for the open edition, or set it to class)
+endif
+BUILT_SITE := $(if $(EDITION),_build/class/html,_build/html)
+publish: $(if $(SITE),,$(if $(EDITION),class-book,book)) | $(VENV)/installed
+	ghp-import --no-jekyll --push --force --remote "$(REMOTE)" --branch gh-pages \
+	    --message "The course's website$(if $(EDITION), (class edition))" "$(or $(SITE),$(BUILT_SITE))"
+	@echo "Published $(or $(SITE),$(BUILT_SITE)) to the gh-pages branch of $(REMOTE)"
 
 # The second run executes the instructor notebooks (their solutions and hidden
 # tests) under nbval: one that no longer runs clean fails (outputs are not compared).

@@ -6,8 +6,8 @@
   keys and values are summed once into a ``(d_k, d_v)`` state ``S`` and a
   ``(d_k,)`` normaliser ``z``, and the cost is linear in the lengths.
 - Its causal form is a recurrence, one step per token, with a state that
-  does not grow; the chunked form computes it in parallel (Yang et al. 2024):
-  quadratic inside a chunk, the state across chunks.
+  does not grow; the chunked form computes it in parallel (Hua et al. 2022;
+  Sun et al. 2023): quadratic inside a chunk, the state across chunks.
 - The delta rule (Schlag et al. 2021; DeltaNet, Yang et al. 2024) writes
   into the same kind of state by one step of online regression, and the
   gate of Gated DeltaNet (Yang et al. 2025) forgets.

@@ -17,12 +17,24 @@ run at all, they are called with ``feature_map=np.exp`` (a NumPy function the
 wire carries by name) and judged against the reference with the same map, so
 that an unfinished first task costs only its own point.
 
-Whether ``linear_attention`` and ``chunked_linear_attention`` ever form a
-``(T, T)`` array is decided outside the student's reach, by the memory the
-call may have: at ``T = 16384`` one ``(T, T)`` array of float64 takes 2 GiB
-(a boolean mask 256 MiB), the reference a few MiB; ``harness.call_in_memory``
-runs the call under a hard cap of 64 MiB (a second sandbox under ``grade``,
-a forked child for a plain function).
+Each is also called with a feature map other than the default
+(``feature_map=np.exp``): a function that ignores its ``feature_map`` fails.
+
+Whether ``linear_attention`` and ``chunked_linear_attention`` keep a state of
+fixed size is decided outside the student's reach, by the memory the call may
+have (``check_linear_attention_memory``, ``check_chunked_linear_attention_memory``,
+in a hidden block of their own that starts with ``# resource rule``, which
+``validate`` runs too): beyond their ``O(T·d)`` inputs, features and output,
+they may hold ``O(d_k·d_v)`` state, never a ``(T_q, T_k)`` array nor one state
+per position. ``harness.call_in_memory`` runs the call under a hard cap (a
+second sandbox under ``grade``, a forked child for a plain function) on two
+cases: 64 MiB at ``T = 16384, d = 8``, where one ``(T, T)`` array of float64
+takes 2 GiB (a boolean mask 256 MiB), and 96 MiB at ``T = 4096, d = 64``,
+where the ``T`` states ``(T, d_k, d_v)`` of a cumulative sum of outer products
+take 128 MiB (and a ``(T, T)`` float64 array as much); the reference holds a
+few MiB there beyond its inputs.
+The notebook's check cells measure the same rule with ``peak_memory`` on
+smaller cases and fail beyond three times the size of the inputs.
 """
 
 import math
@@ -32,13 +44,17 @@ import numpy as np
 from solutions import linear_attention as reference
 
 from autograder.engine.checking import CheckFailed, check, check_shape
-from autograder.engine.harness import call, call_in_memory, compare, quietly, seeded, students_own
+from autograder.engine.harness import OutOfMemory, call, call_in_memory, compare, quietly, seeded, students_own
 from .efficient_attention import _unpack
 from .positional_encoding import _check_raises_value_error
 
 SEED = 20200629  # "Transformers are RNNs" (Katharopoulos et al.) appeared on arXiv on 29 June 2020
-MEMORY_T, MEMORY_D, MEMORY_CHUNK = 16384, 8, 64
-MEMORY_LIMIT = 64 * 2 ** 20  # beyond the baseline: a quarter of one (T, T) boolean mask at T = 16384
+# (T, d_k = d_v, the memory the call may have beyond the baseline): a quarter of one (T, T) boolean mask at
+# T = 16384; three quarters of the T states (T, d_k, d_v) at T = 4096, d = 64, where the inputs are 6 MiB (a
+# limit of its own: the second sandbox serves the calls of one limit, and its heap keeps what they freed)
+MEMORY_CASES = ((16384, 8, 64 * 2 ** 20), (4096, 64, 96 * 2 ** 20))
+MEMORY_CHUNK = 64
+OTHER_MAP = np.exp  # a feature map other than the default (a NumPy function: the wire carries it by name)
 FLOAT32_RTOL, FLOAT32_ATOL = 1e-4, 1e-5  # float32 keeps about 7 digits; sums of T terms lose some
 EMPTY = ("a query that sees no key gets an all-zero output (0 / (0 + eps) = 0), and every other "
          "output is finite")
@@ -185,8 +201,27 @@ def check_linear_attention(linear_attention):
                  _direct(Q, K, V, causal, feature_map=phi),
                  f"the output on {description}", dtype=np.float32,
                  variant=own and (lambda: _direct(Q, K, V, causal, feature_map=own)))
+    _check_other_feature_map(linear_attention, rng, causal=True)
+
+
+def check_linear_attention_memory(linear_attention):
+    """The resource rule of linear_attention: a state of fixed size (``validate`` runs it too)."""
     for causal in (False, True):
         _check_linear_memory(linear_attention, causal=causal)
+
+
+def _check_other_feature_map(function, rng, **kwargs):
+    """The function called with feature_map=OTHER_MAP: a function that ignores it fails, and says so."""
+    causal = kwargs.get("causal", True)
+    Q, K, V = rng.normal(size=(2, 9, 4)), rng.normal(size=(2, 9, 4)), rng.normal(size=(2, 9, 3))
+    description = "T=9, d_k=4, d_v=3, batch 2, feature_map=np.exp" + (", causal" if causal else "")
+    actual = call(function, Q, K, V, feature_map=OTHER_MAP, on=description, **kwargs)
+    own = _own_feature_map(function)
+    with_own = None if own is None else quietly(lambda: _direct(Q, K, V, causal, feature_map=own))
+    ignored = [(_direct(Q, K, V, causal) if with_own is None else with_own,  # the student's own elu, if it runs
+                "feature_map is ignored: the function uses elu_feature_map whatever feature_map it is given")]
+    _compare(actual, _direct(Q, K, V, causal, feature_map=OTHER_MAP), f"the output on {description}", ignored,
+             "it should use the feature_map it is given: φQ = feature_map(Q), φK = feature_map(K)")
 
 
 # -- one step ------------------------------------------------------------------------
@@ -255,6 +290,18 @@ def check_linear_attention_step(linear_attention_step):
              f"the outputs of {T} steps from the zero state",
              hint="they should equal linear_attention(Q, K, V, causal=True)",
              variant=own and (lambda: _direct(Q, K, V, True, feature_map=own)))
+    q, k, v = _token(rng, (2,), 4, 3)
+    state = reference.init_linear_attention_state((2,), 4, 3)
+    _, state = reference.linear_attention_step(*_token(rng, (2,), 4, 3), state)
+    description = "batch 2, d_k=4, d_v=3, after 1 token, feature_map=np.exp"
+    result = _unpack_step(call(linear_attention_step, q, k, v, state, feature_map=OTHER_MAP, on=description),
+                          description)
+    ignored = _step_with(reference.elu_feature_map, q, k, v, state)
+    for i, name in enumerate(("output", "S of the new state", "z of the new state")):
+        _compare(result[i], _step_with(OTHER_MAP, q, k, v, state)[i], f"{name} on {description}",
+                 [(ignored[i], "feature_map is ignored: the function uses elu_feature_map whatever feature_map "
+                               "it is given")],
+                 "it should use the feature_map it is given: φq = feature_map(q), φk = feature_map(k)")
 
 
 def _token(rng, lead, d_k, d_v):
@@ -330,26 +377,40 @@ def check_chunked_linear_attention(chunked_linear_attention):
                   **given),
              _direct(Q, K, V, True, feature_map=phi), "the output on float32 inputs, T=10, chunk_size=4", dtype=np.float32,
              variant=own and (lambda: _direct(Q, K, V, True, feature_map=own)))
+    _check_other_feature_map(chunked_linear_attention, rng, chunk_size=4)
+
+
+def check_chunked_linear_attention_memory(chunked_linear_attention):
+    """The resource rule of chunked_linear_attention: a state of fixed size (``validate`` runs it too)."""
     _check_linear_memory(chunked_linear_attention, chunk_size=MEMORY_CHUNK)
 
 
 # -- the memory, decided outside the student's code ------------------------------------
 
 def _check_linear_memory(function, **kwargs):
-    """Fail a function that cannot run within MEMORY_LIMIT at T = MEMORY_T (``call_in_memory``: a hard
-    cap outside the student's reach, so no (T, T) array fits), or that gives wrong values there."""
+    """Fail a function that cannot run within its limit on each of MEMORY_CASES (``call_in_memory``: a hard
+    cap outside the student's reach), or that gives wrong values there."""
     rng = seeded(SEED + 9)
-    T, d = MEMORY_T, MEMORY_D
-    Q, K, V = (rng.normal(size=(T, d)) for _ in range(3))
-    description = (f"T={T}, d_k=d_v={d}" + "".join(f", {key}={value}" for key, value in kwargs.items())
-                   + " (the memory case)")
     given, phi = _feature_map(function)
-    result = call_in_memory(function, Q, K, V, on=description, limit_bytes=MEMORY_LIMIT, **kwargs, **given)
-    causal = kwargs.get("causal", True)  # chunked_linear_attention is causal
-    expected = reference.linear_attention(Q, K, V, causal=causal, feature_map=phi)
     own = _own_feature_map(function)
-    _compare(result, expected, f"the output on {description}", hint="it should equal the reference's",
-             variant=own and (lambda: reference.linear_attention(Q, K, V, causal=causal, feature_map=own)))
+    causal = kwargs.get("causal", True)  # chunked_linear_attention is causal
+    name = getattr(function, "__name__", "your function")
+    for T, d, limit in MEMORY_CASES:
+        Q, K, V = (rng.normal(size=(T, d)) for _ in range(3))
+        description = (f"T={T}, d_k=d_v={d}" + "".join(f", {key}={value}" for key, value in kwargs.items())
+                       + " (a memory case)")
+        try:
+            result = call_in_memory(function, Q, K, V, on=description, limit_bytes=limit, **kwargs, **given)
+        except OutOfMemory as failure:
+            raise CheckFailed(
+                f"{name} did not run within {limit / 2 ** 20:.0f} MiB on {description}: more memory at "
+                f"once than a state of fixed size needs (its inputs of {3 * Q.nbytes / 2 ** 20:.0f} MiB, their "
+                f"features and its output, and a (d_k, d_v) state), where one (T, T) array takes "
+                f"{T * T * 8 / 2 ** 20:.0f} MiB ({T * T / 2 ** 20:.0f} MiB as booleans) and one state per "
+                f"position (T, d_k, d_v) {T * d * d * 8 / 2 ** 20:.0f} MiB.") from failure
+        expected = reference.linear_attention(Q, K, V, causal=causal, feature_map=phi)
+        _compare(result, expected, f"the output on {description}", hint="it should equal the reference's",
+                 variant=own and (lambda: reference.linear_attention(Q, K, V, causal=causal, feature_map=own)))
 
 
 # -- the delta rule ------------------------------------------------------------------

@@ -147,10 +147,11 @@ def _unsafe(name):
     return None
 
 
-def collect(folder, known, log, lms_pattern=LMS_PATTERN):
-    """[Submission] under `folder` for the assignments `known`; the rest is reported."""
-    if (folder / SUBMITTED).is_dir() and not (folder / SUBMITTED).is_symlink():
-        folder = folder / SUBMITTED  # an nbgrader course's folder
+def collect(folder, known, log, lms_pattern=LMS_PATTERN, submitted=SUBMITTED):
+    """[Submission] under `folder` (or its `submitted` folder, if it has one) for the assignments
+    `known`; the rest is reported."""
+    if submitted and (folder / submitted).is_dir() and not (folder / submitted).is_symlink():
+        folder = folder / submitted  # an nbgrader course's folder
     batch = []
     lms, attempts = None, {}
     for entry in sorted(folder.iterdir()):

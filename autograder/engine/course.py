@@ -75,6 +75,10 @@ SETTINGS = (
             path=True, field="student_copy_readme"),
     Setting("student_copy.readme_section", str, "", "that section's heading (empty: no README)",
             field="student_copy_readme_section"),
+    Setting("term.released", tuple, (), "the assignments students have this term (default none): the class "
+            "edition and `student-copy` offer only these", field="released"),
+    Setting("term.closed", tuple, (), "those of them already graded (a subset of term.released)",
+            field="closed"),
 )
 
 
@@ -97,6 +101,8 @@ class Course:
     student_copy_include: tuple = ()    # glob patterns, relative to root
     student_copy_readme: Path = None
     student_copy_readme_section: str = ""
+    released: tuple = ()        # the term: the assignments students have ...
+    closed: tuple = ()          # ... and those of them already graded
     kind: str = "course"        # "course" (course.toml) or "nbgrader" (an nbgrader course folder)
 
     @property
@@ -147,7 +153,21 @@ def load(path):
                                   values[setting.key] for setting in SETTINGS})
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
+    check_term(course)
     return course
+
+
+def check_term(course):
+    """A CourseError unless every assignment of the term is one of the course's and the closed
+    ones are released."""
+    unknown = [name for name in (*course.released, *course.closed) if name not in assignments(course)]
+    if unknown:
+        raise CourseError(f"{course.file}: [term] names {unknown[0]!r}, which is not an assignment of "
+                          f"this course (they are: {', '.join(assignments(course))})")
+    unreleased = [name for name in course.closed if name not in course.released]
+    if unreleased:
+        raise CourseError(f"{course.file}: [term] closed has {', '.join(unreleased)}, which released does "
+                          "not: an assignment is closed once it has been released and graded")
 
 
 def settings(data, path):
@@ -226,6 +246,10 @@ def make_course_dir(course, root, names):
     if course.nbgrader:
         shutil.copy(course.file, root / course.file.name)
         shutil.copytree(course.source, root / course.source.relative_to(course.root), dirs_exist_ok=True)
+        for path in nbgrader_course.header_footer(course.root):  # where nbgrader looks: relative to root
+            target = root / path.relative_to(course.root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, target)
         return root
     if course.nbgrader_config is None:
         raise CourseError(f"{course.file}: the course file needs the key 'nbgrader_config' "
@@ -246,8 +270,12 @@ def nbgrader(course, course_dir, *args, timeout=None):
     passed on (nbgrader_config.py reads the course id from it). nbgrader and
     the kernels it starts run in a process group of their own, killed whole on
     timeout (subprocess.TimeoutExpired is raised then), so that no kernel
-    outlives it.
+    outlives it. Its `CourseDirectory.root` is `course_dir`, whatever the
+    course's nbgrader_config.py says (a configuration copied from a hub names
+    the hub's folder), as the engine reads every course (nbgrader_course.configuration).
     """
+    if args and not args[0].startswith("-") and args[0] != "quickstart":  # quickstart makes a course: no root yet
+        args = (*args, f"--CourseDirectory.root={Path(course_dir).resolve()}")
     env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
     if course is not None:
         env |= {ENVIRONMENT: str(course.file),

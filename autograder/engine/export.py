@@ -42,14 +42,16 @@ import collections
 import csv
 import io
 import math
+import os
 import re
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
 from datetime import timezone
 from pathlib import Path
 
-from . import deadlines
+from . import deadlines, nbgrader_course
 from .course import assignments, make_course_dir, nbgrader
 from .report import number, plural, spreadsheet_safe
 
@@ -299,18 +301,39 @@ def to_blackboard(scores, maxima, names, roster, match_column):
 
 
 def to_nbgrader(course, out, output, scores, names):
-    """Write the results of `out` into the nbgrader gradebook `output` (created or updated)."""
+    """Write the results of `out` into the nbgrader gradebook `output` (created or updated): into a
+    copy beside it, which replaces it only once complete (a failed export leaves `output` as it was,
+    or absent)."""
+    output = Path(output).resolve()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent)
+    os.close(handle)
+    temporary = Path(temporary)
+    try:
+        if output.is_file():
+            shutil.copyfile(output, temporary)
+        else:
+            temporary.unlink()  # nbgrader creates its database
+        written = _write_gradebook(course, out, temporary, scores, names)
+        os.replace(temporary, output)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return written
+
+
+def _write_gradebook(course, out, output, scores, names):
     from nbgrader.api import Gradebook, MissingEntry
 
     from .results import load_results
 
-    output = Path(output).resolve()
-    output.parent.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{output}"
     _generate(course, names, url)
     policy = deadlines.load(out)
     written = []
-    with Gradebook(url) as gradebook:
+    # nbgrader's course id, as its own commands open the gradebook (an nbgrader course's
+    # CourseDirectory.course_id; our course's id is the one its nbgrader_config.py gives)
+    course_id = nbgrader_course.course_directory(course.root).course_id if course.nbgrader else course.id
+    with Gradebook(url, course_id) as gradebook:
         for name in names if policy else ():  # nbgrader keeps times in UTC, without a zone
             gradebook.update_or_create_assignment(
                 name, duedate=policy.due.astimezone(timezone.utc).replace(tzinfo=None))
@@ -325,8 +348,9 @@ def to_nbgrader(course, out, output, scores, names):
             except MissingEntry:
                 submission = gradebook.add_submission(result.assignment, student)
             late = policy and deadlines.assess(policy, student, result.submitted_at)
-            if late and late.submitted_at is not None:
-                submission.timestamp = late.submitted_at.astimezone(timezone.utc).replace(tzinfo=None)
+            moment = _time(result.submitted_at)
+            if moment is not None:  # as autograde records timestamp.txt (the formgrader compares them)
+                submission.timestamp = moment.astimezone(timezone.utc).replace(tzinfo=None)
             for check in result.checks:
                 grade = gradebook.find_grade(check.name, check.notebook or result.assignment, result.assignment,
                                              student)
@@ -343,6 +367,14 @@ def to_nbgrader(course, out, output, scores, names):
                 notebook.late_submission_penalty = own - own * factor if late else None
             gradebook.db.commit()
     return written
+
+
+def _time(text):
+    """The aware datetime of a submission's time (text, may be ''), or None."""
+    try:
+        return deadlines.parse_time(text, assume_utc=True) if text else None
+    except ValueError:
+        return None
 
 
 def _generate(course, names, url):

@@ -101,6 +101,7 @@ def feedback_html(course, result, cells, outputs):
             parts.append(f"<pre>{html.escape(output['stdout'])}</pre>")
         if output.get("stderr"):
             parts.append(f"<pre class='err'>{html.escape(output['stderr'])}</pre>")
+        parts += _figures(output)
         if output.get("error"):
             parts.append(f"<pre class='err'>{html.escape(failure_message(output['error']))}</pre>")
         if check is not None:
@@ -109,6 +110,17 @@ def feedback_html(course, result, cells, outputs):
                          f"{html.escape(check.message)} {task}</p>")
         parts.append("</div>")
     return _page(f"{result.assignment}: {result.student_id}", "".join(parts))
+
+
+BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+")
+
+
+def _figures(output):
+    """The cell's figures (PNG, JPEG) as images; data only, checked as base64 (an SVG, which is
+    markup, is never shown)."""
+    return [f"<img alt='a figure of the cell' src='data:{mime};base64,{''.join(value.split())}'>"
+            for shown in output.get("outputs") or () for mime, value in shown.get("data", {}).items()
+            if mime in ("image/png", "image/jpeg") and isinstance(value, str) and BASE64.fullmatch(value)]
 
 
 def _highlighted(source):

@@ -39,17 +39,17 @@ from . import assignment as assignments_
 from . import deadlines, feedback, harness, progress, tasks, timing
 from .checking import CheckFailed
 from . import nbgrader_course
-from .collect import (LMS_PATTERN, MAX_NOTEBOOK_BYTES, Submission, collect, notebooks, problem_of,
-                      refused_rows, unpack)
+from .collect import (FLAT, LMS_PATTERN, MAX_NOTEBOOK_BYTES, NBGRADER, SUBMITTED, Submission, collect,
+                      notebooks, problem_of, refused_rows, unpack)
 from .course import ENGINE, assignments
 from .flags import flags
-from .messages import failure_message
+from .messages import caused_by, failure_message
 from .results import Check, Result, earlier_result, result_path, save, write_atomic, write_reports
 from .sandbox import Limits, Sandbox, SandboxStopped, Timeouts, check_available
 
 # A submission's status: `graded`, or the worst thing that happened to it.
-STATUSES = ["missing", "link", "not-a-file", "too-large", "unreadable", "crashed", "timeout", "resource-limit",
-            "invalid-structure", "graded"]
+STATUSES = ["missing", "link", "not-a-file", "too-large", "unreadable", "unsupported-kernel", "crashed", "timeout",
+            "resource-limit", "invalid-structure", "graded"]
 RESTARTS = 2  # times a sandbox that died during the hidden checks is started again
 # Sandboxes run as an ordinary user of their own: BASE_UID + the grading process's id (mod
 # UID_RANGE), so that concurrent workers, and concurrent batches, count their processes apart.
@@ -65,6 +65,12 @@ def grade(course, submissions, out, workers=None, shard=None, secret=None, limit
     `shard` = (i, n) grades only the students of share i of n (1-based);
     `deadline` (a deadlines.Policy, or None) is applied to the reports.
     Returns the results of this run; OUT holds those of earlier runs too.
+    A batch with no submission at all is a ValueError.
+
+    For an nbgrader course graded in its own submitted_directory (`submissions`
+    is the course folder or that folder), the engine also writes what
+    `nbgrader autograde` writes: autograded/<student>/<assignment>/ and the
+    course's gradebook (`autograde_outputs`).
     """
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     check_available()
@@ -77,11 +83,20 @@ def grade(course, submissions, out, workers=None, shard=None, secret=None, limit
     key = _secret_key(Path(secret) if secret else out / "secret.key")
     deadlines.save(out, deadline)
     version = _grader_version(course, limits)
+    autograded = None
     with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
         refused = []
         folder = unpack(Path(submissions), Path(tmp) / "unpacked", log, refused)
-        found = collect(folder, set(assignments(course)), log, lms_pattern or LMS_PATTERN)
+        if course.nbgrader:  # the folder of submissions, found as the course configures it
+            folder, own = nbgrader_course.batch_folder(course.root, folder)
+            autograded = course.root if own else None
+        found = collect(folder, set(assignments(course)), log, lms_pattern or LMS_PATTERN,
+                        submitted=None if course.nbgrader else SUBMITTED)
         found += refused_rows(refused, set(assignments(course)), found)
+        if not found:
+            raise ValueError(f"no submission of {', '.join(assignments(course))} in {submissions}: "
+                             f"expected {FLAT.pattern} or {NBGRADER.pattern} (or an LMS export, see "
+                             "--lms-pattern)")
         students = sorted({s.student_id for s in found})
         names = [name for name in assignments(course) if any(s.assignment == name for s in found)]
         if shard:
@@ -96,6 +111,9 @@ def grade(course, submissions, out, workers=None, shard=None, secret=None, limit
                 submission = by_key.get((student, name)) or Submission(student, name, None)
                 fingerprint = _fingerprint(submission, version)
                 earlier = earlier_result(out, submission, fingerprint)
+                if earlier and autograded and submission.path and not nbgrader_course.autograded_folder(
+                        autograded, student, name).is_dir():
+                    earlier = None  # its autograded/ folder is gone: grade it again to write it
                 if earlier and earlier.submitted_at != submission.timestamp:  # same notebook, new time
                     earlier.submitted_at = submission.timestamp
                     write_atomic(result_path(out, student, name), earlier.to_json())
@@ -105,9 +123,28 @@ def grade(course, submissions, out, workers=None, shard=None, secret=None, limit
                     todo.append((submission, fingerprint))
         if results:
             log(f"{len(results)} submissions already graded by this grader in {out}: kept")
-        results += _grade_all(course, todo, out, key, limits, workers or os.cpu_count() or 1, log)
+        results += _grade_all(course, todo, out, key, limits, workers or os.cpu_count() or 1, log, autograded)
     write_reports(course, out)
+    if autograded and shard:  # shards would replace each other's gradebook: it comes after `merge`
+        log(f"wrote {nbgrader_course.step_folder(course.root, 'autograded_directory')}; once the shards are "
+            f"merged, `export OUT --to nbgrader --output {nbgrader_course.database(course.root)}` fills the "
+            "course's gradebook")
+    elif autograded:
+        autograde_outputs(course, out, names, log)
     return results
+
+
+def autograde_outputs(course, out, names, log):
+    """The course's gradebook (CourseDirectory.db_url) with the results of `out` for `names`, as
+    `nbgrader autograde` leaves it (export.to_nbgrader): the formgrader, `nbgrader
+    generate_feedback` and `nbgrader export` carry on from there."""
+    from . import export
+
+    database = nbgrader_course.database(course.root)
+    scores, _, _ = export.read_grades(course, out)
+    export.to_nbgrader(course, out, database, scores, names)
+    log(f"wrote {nbgrader_course.step_folder(course.root, 'autograded_directory')} and the gradebook "
+        f"{database}, as nbgrader autograde does")
 
 
 def in_shard(student_id, index, count):
@@ -116,17 +153,17 @@ def in_shard(student_id, index, count):
     return int.from_bytes(digest[:8], "big") % count == index - 1
 
 
-def _grade_all(course, todo, out, key, limits, workers, log):
+def _grade_all(course, todo, out, key, limits, workers, log, autograded=None):
     bar = progress.Progress(len(todo), log)
     results = []
     if workers == 1 or len(todo) <= 1:
         for submission, fingerprint in todo:
-            results.append(_grade_or_report(course, submission, fingerprint, out, key, limits))
+            results.append(_grade_or_report(course, submission, fingerprint, out, key, limits, autograded))
             bar.update(results[-1])
     else:
         context = multiprocessing.get_context("fork")  # workers start as copies: nothing to import
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            futures = [pool.submit(_grade_or_report, course, s, f, out, key, limits) for s, f in todo]
+            futures = [pool.submit(_grade_or_report, course, s, f, out, key, limits, autograded) for s, f in todo]
             for future in as_completed(futures):
                 results.append(future.result())
                 bar.update(results[-1])
@@ -134,14 +171,18 @@ def _grade_all(course, todo, out, key, limits, workers, log):
     return results
 
 
-def _grade_or_report(course, submission, fingerprint, out, key, limits):
+def _grade_or_report(course, submission, fingerprint, out, key, limits, autograded=None):
     """grade_one, or a `crashed` result if the grader itself fails (the batch goes on); then its
-    feedback rendered and the result with its pages written into `out`."""
+    feedback rendered and the result with its pages written into `out` (and, for an nbgrader
+    course graded in place, its autograded/ folder under `autograded`, the course's root)."""
     try:
         graded = grade_one(course, submission, fingerprint, key, limits)
     except Exception as error:
         graded = _not_graded(course, submission, "crashed", f"the grader failed on it ({error})")
     save(out, graded.result, *feedback.render(course, graded))
+    if autograded and graded.notebooks and submission.path.is_dir():  # failing here is the disk's, not the student's
+        nbgrader_course.write_autograded(autograded, nbgrader_course.load(autograded, submission.assignment),
+                                         submission, graded.notebooks)
     return graded.result
 
 
@@ -189,13 +230,14 @@ def grade_one(course, submission, fingerprint, key, limits=Limits()):
         except SandboxStopped as stop:
             return _not_graded(course, submission, stop.status, stop.reason, fingerprint, problems, flagged, code)
         visible = {assignments_.grade_id(cell): outputs.get(str(i)) for i, cell in enumerate(cells)}
+        earlier = _earlier_cells(spec, cells, outputs, sandbox.places)
         checks, restarts, started = [], 0, time.monotonic()
         seconds = sandbox.seconds
         for test in spec.tests:
             if not sandbox.alive and restarts < RESTARTS:
                 sandbox, restarts = _restart(sandbox), restarts + 1
             sandbox.task = tasks.titles(course, submission.assignment).get(test.grade_id)  # for its messages
-            checks.append(_run_test(test, visible.get(test.grade_id), sandbox, secret))
+            checks.append(_run_test(test, visible.get(test.grade_id), sandbox, secret, earlier.get(test.grade_id, [])))
         seconds = {**seconds, "checks": time.monotonic() - started}
     finally:
         sandbox.close()
@@ -224,6 +266,11 @@ def _grade_nbgrader(course, submission, fingerprint, limits):
                 submitted = read_notebook(paths[notebook.name])
             except ValueError as error:
                 problem = ("unreadable", str(error))
+        if problem is None:
+            language, kernel_note = nbgrader_course.kernel(notebook, submitted)
+            if language != "python":
+                problem = ("unsupported-kernel", f"its kernel runs {language}, and this engine grades Python "
+                                                 "notebooks only: grade it with nbgrader")
         if problem:  # its cells score 0, as nbgrader scores a notebook not handed in
             status, reason = problem
             statuses.append(status)
@@ -236,9 +283,10 @@ def _grade_nbgrader(course, submission, fingerprint, limits):
         flagged += flags(course, [cell.source for cell in cells if cell.cell_type == "code" and cell.source not in released])
         code += [[nbgrader_course.nbgrader_meta(cell).get("grade_id"), cell.source] for cell in cells
                  if cell.cell_type == "code" and not nbgrader_course.is_locked(cell)]
+        folder = submission.path if submission.path.is_dir() else None
         sandbox = Sandbox([(str(i), cell.source) for i, cell in enumerate(cells) if cell.cell_type == "code"],
-                          limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=Timeouts(), files=spec.files,
-                          hidden=course.packages)
+                          limits, uid=BASE_UID + os.getpid() % UID_RANGE, timeouts=Timeouts(),
+                          files=nbgrader_course.notebook_files(root, spec, folder), hidden=course.packages)
         ids = [nbgrader_course.nbgrader_meta(cell).get("grade_id") for cell in cells]
         sandbox.places = {str(i): f"the cell `{cell_id}`" if cell_id else f"cell {i + 1} of {notebook.name}.ipynb"
                           for i, cell_id in enumerate(ids)}
@@ -249,7 +297,7 @@ def _grade_nbgrader(course, submission, fingerprint, limits):
         finally:
             sandbox.close()
         here = [status for status, _ in sandbox.events] + ["invalid-structure"] * bool(problems)
-        happened = problems + [reason for _, reason in sandbox.events]
+        happened = [kernel_note] * bool(kernel_note) + problems + [reason for _, reason in sandbox.events]
         statuses += here
         notes += [f"{notebook.name}.ipynb: {note}" for note in happened]
         seconds = {phase: seconds.get(phase, 0.0) + value for phase, value in sandbox.seconds.items()}
@@ -274,6 +322,10 @@ def read_notebook(path):
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
             raise ValueError(f"larger than {MAX_NOTEBOOK_BYTES} bytes")
         notebook = nbformat.read(path, as_version=4)
+        if notebook.nbformat_minor < 5 and any("id" in cell for cell in notebook.cells):
+            # nbgrader's generate_assignment gives a 4.4 notebook's cells ids, which 4.5 brought in;
+            # Jupyter and stock autograde read such a notebook as 4.5, and so do we.
+            notebook.nbformat_minor = 5
         nbformat.validate(notebook)
     except Exception as error:  # invalid JSON, not a notebook, empty, unreadable
         raise ValueError(f"the file is not a valid notebook ({_first_line(error)})") from None
@@ -295,13 +347,31 @@ def _restart(sandbox):
     return fresh
 
 
-def _run_test(test, visible, sandbox, secret):
+def _earlier_cells(spec, cells, outputs, places):
+    """{grade_id of a check cell: [(where, source, error, the student's own)] of the code cells that
+    ran before it}, for `messages.caused_by`."""
+    course = {assignments_.grade_id(c) for c in spec.cells} - spec.solutions - {None}
+    ran, earlier = [], {}
+    for index, cell in enumerate(cells):
+        output = outputs.get(str(index)) if cell.cell_type == "code" else None
+        if output is None:
+            continue
+        earlier.setdefault(assignments_.grade_id(cell), list(ran))
+        ran.append((places.get(str(index), "a cell"), cell.source, output["error"],
+                    assignments_.grade_id(cell) not in course))
+    return earlier
+
+
+def _run_test(test, visible, sandbox, secret, earlier=()):
     """The Check of one check cell: its visible part ran in the sandbox, its hidden part runs here,
     on inputs drawn with the submission's `secret`. Where the visible part failed, its message
-    stands, with the mistake the hidden part names when it names one (`_with_cause`)."""
+    stands, with the mistake the hidden part names when it names one (`_with_cause`); a name it
+    lacks is said to be missing because of the student's cell that was to define it and raised,
+    when that cell alone explains it (`caused_by`, `earlier` the cells that ran before)."""
     def failed(message, cause=None):
         if visible is not None and visible["error"] is not None:
-            message = _with_cause(failure_message(visible["error"]), cause)
+            message = (caused_by(visible["error"], earlier)
+                       or _with_cause(failure_message(visible["error"]), cause))
         return Check(test.grade_id, 0.0, test.points, message)
 
     if visible is None:
@@ -318,8 +388,9 @@ def _run_test(test, visible, sandbox, secret):
         return failed(f"not graded: {stop.reason}")
     except NameError as error:
         name = getattr(error, "name", None) or str(error)
-        return failed(f"{name} is not defined in the notebook (was its cell deleted or renamed, "
-                      "or did it fail to run?)")
+        return failed(caused_by({"ename": "NameError", "evalue": f"name '{name}' is not defined"}, earlier)
+                      or f"{name} is not defined in the notebook (was its cell deleted or renamed, "
+                         "or did it fail to run?)")
     except Exception as error:  # the student's result broke a check: it is not right
         return failed(f"{type(error).__name__}: {_first_line(error)}")
     if visible["error"] is not None and stood_in:
@@ -415,13 +486,28 @@ def _grader_version(course, limits):
 def _fingerprint(submission, version):
     if submission.problem:  # never read: a link, not a file, too large
         content = repr(submission.problem).encode()
-    elif submission.path and submission.path.is_dir():  # nbgrader's layout: its notebooks
+    elif submission.path and submission.path.is_dir():  # nbgrader's layout: its notebooks and files
         content = b"".join(path.name.encode() + b"\0" + (repr(problem_of(path)).encode() if problem_of(path)
                                                         else path.read_bytes())
                            for path in sorted(submission.path.glob("*.ipynb")))
+        content += b"".join(relative.encode() + b"\0" + path.read_bytes()
+                            for relative, path in _other_files(submission.path))
     else:
         content = submission.path.read_bytes() if submission.path else b"<missing>"
     return hashlib.sha256(version.encode() + hashlib.sha256(content).digest()).hexdigest()
+
+
+def _other_files(folder):
+    """[(relative path, path)] of the regular files under `folder` other than its notebooks and its
+    timestamp.txt (links not followed), sorted."""
+    found = []
+    for here, _, files in os.walk(folder):
+        for name in files:
+            path = Path(here) / name
+            own = path.parent == folder and (path.suffix == ".ipynb" or name == "timestamp.txt")
+            if path.is_file() and not path.is_symlink() and not own:
+                found.append((path.relative_to(folder).as_posix(), path))
+    return sorted(found)
 
 
 def _first_line(text):

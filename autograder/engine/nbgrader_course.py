@@ -27,7 +27,10 @@ trust, not this course's, whose checks run in the grader's process.
 import copy
 import fnmatch
 import functools
+import os
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,20 +51,91 @@ def is_course(folder):
 
 @functools.cache
 def configuration(root):
-    """(traitlets Config of the course's nbgrader_config.py, nbgrader's CourseDirectory)."""
+    """(traitlets Config of the course's nbgrader_config.py, nbgrader's CourseDirectory).
+
+    `CourseDirectory.root` is the folder given, whatever the file says (a
+    configuration copied from a hub names the hub's folder): every command
+    reads the course here, and every nbgrader it runs gets the same root
+    (course.nbgrader). Folders are nbgrader's (`format_path`), so its
+    `directory_structure` must be the default `{nbgrader_step}/{student_id}/{assignment_id}`."""
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
 
     try:
         config = PyFileConfigLoader(CONFIG_FILE, path=str(root)).load_config()
-    except Exception as error:  # the instructor's Python: any error
+        config.CourseDirectory.root = str(Path(root).resolve())
+        directory = CourseDirectory(config=config)
+    except Exception as error:  # the instructor's Python, or a value nbgrader refuses: any error
         raise NbgraderCourseError(f"cannot read {Path(root) / CONFIG_FILE}: {error}") from None
-    config.CourseDirectory.root = str(root)
-    return config, CourseDirectory(config=config)
+    default = CourseDirectory.directory_structure.default_value
+    if Path(directory.directory_structure) != Path(default):
+        raise NbgraderCourseError(f"{Path(root) / CONFIG_FILE}: CourseDirectory.directory_structure = "
+                                  f"{directory.directory_structure!r} is not supported (only nbgrader's "
+                                  f"default {default!r})")
+    return config, directory
+
+
+def course_directory(root):
+    """nbgrader's CourseDirectory of the course at `root` (its root: `root`)."""
+    return configuration(root)[1]
+
+
+def step_folder(root, step):
+    """The folder of an nbgrader step (`source_directory`, `submitted_directory`, ...) of the course
+    at `root`, as nbgrader's CourseDirectory.format_path places it."""
+    directory = course_directory(root)
+    return Path(directory.format_path(getattr(directory, step), ".", ".")).resolve()
 
 
 def source_folder(root):
-    return Path(root) / configuration(root)[1].source_directory
+    return step_folder(root, "source_directory")
+
+
+def submitted_folder(root):
+    """The course's folder of submissions (CourseDirectory.submitted_directory): ValueError if it
+    has none, since no other folder of a course holds submissions."""
+    folder = step_folder(root, "submitted_directory")
+    if not folder.is_dir():
+        raise NbgraderCourseError(
+            f"{root} is an nbgrader course, whose submissions are in {folder} "
+            f"(CourseDirectory.submitted_directory = {course_directory(root).submitted_directory!r}), "
+            "which does not exist: collect them there (nbgrader collect), or give the folder that holds them")
+    return folder
+
+
+def batch_folder(root, folder):
+    """(the folder of submissions that `folder`, given to `grade`, stands for; whether it is the
+    course's own submitted_directory, where autograde's output belongs).
+
+    The course's folder stands for its submitted_directory (an error if it has
+    none: the course's other folders, source/ and release/, never hold
+    students); a folder that holds a folder by that name (relative to it, as
+    in the course), for that folder; any other folder, for itself."""
+    folder, root = Path(folder).resolve(), Path(root).resolve()
+    submitted = step_folder(root, "submitted_directory")
+    if folder == root:
+        return submitted_folder(root), True
+    if folder == submitted:
+        return folder, True
+    relative = folder / course_directory(root).submitted_directory
+    if relative.is_dir() and not relative.is_symlink():
+        return relative, False
+    directory = course_directory(root)
+    source = directory.source_directory
+    if (folder / CONFIG_FILE).is_file() or any((folder / source / name).is_dir() for name in assignment_names(root)):
+        raise NbgraderCourseError(f"{folder} is (a copy of) an nbgrader course folder, with no "
+                                  f"{directory.submitted_directory}/ of submissions: its {source}/ and "
+                                  f"{directory.release_directory}/ are not students")
+    return folder, False
+
+
+def database(root):
+    """The path of the course's gradebook (CourseDirectory.db_url, default <root>/gradebook.db)."""
+    url = course_directory(root).db_url
+    if not url.startswith("sqlite:///"):
+        raise NbgraderCourseError(f"CourseDirectory.db_url = {url!r}: only an SQLite gradebook "
+                                  "(sqlite:///PATH) is supported")
+    return Path(url.removeprefix("sqlite:///"))
 
 
 def assignment_names(root):
@@ -74,7 +148,8 @@ def assignment_names(root):
 
 
 def _ignored(root, name):
-    return any(fnmatch.fnmatch(name, pattern) for pattern in configuration(root)[1].ignore)
+    """Whether a file or folder name matches CourseDirectory.ignore (nbgrader's is_ignored)."""
+    return any(fnmatch.fnmatch(name, pattern) for pattern in course_directory(root).ignore)
 
 
 # -- an assignment as generate_assignment records it ---------------------------------
@@ -86,6 +161,8 @@ class Notebook:
     recorded: dict        # grade_id -> the cell as the gradebook records it (hidden tests included)
     graded: tuple         # grade_ids of the grade cells and tasks, in order
     points: dict          # grade_id -> points
+    kernelspec: dict = None  # the source's, which nbgrader's autograde puts back (OverwriteKernelspec)
+    language: str = ""       # the source's language_info.name (written by the kernel that ran it)
 
     @property
     def max_score(self):
@@ -142,6 +219,15 @@ def load(root, name):
     return Assignment(name, notebooks, files)
 
 
+def header_footer(root):
+    """The course's header and footer notebooks (IncludeHeaderFooter.header/footer, relative to root)
+    that exist, as paths."""
+    config = configuration(root)[0]
+    paths = [Path(root) / config.IncludeHeaderFooter.get(side) for side in ("header", "footer")
+             if config.IncludeHeaderFooter.get(side)]
+    return [path for path in paths if path.is_file()]
+
+
 def released(root, path):
     """The Notebook of the source notebook at `path`: nbgrader's generate_assignment steps."""
     from nbgrader import preprocessors as steps
@@ -170,7 +256,39 @@ def released(root, path):
             points[meta["grade_id"]] = float(meta["points"])
     for step in (steps.ClearHiddenTests, steps.ClearMarkScheme, steps.ComputeChecksums, steps.CheckCellMetadata):
         notebook, resources = step(config=config).preprocess(notebook, resources)
-    return Notebook(path.stem, tuple(notebook.cells), recorded, tuple(graded), points)
+    return Notebook(path.stem, tuple(notebook.cells), recorded, tuple(graded), points,
+                    dict(notebook.metadata.get("kernelspec") or {}),
+                    str(notebook.metadata.get("language_info", {}).get("name", "")))
+
+
+# -- the kernel ----------------------------------------------------------------------
+
+# Kernels of other languages, by the start of their kernelspec's name (IRkernel, IJulia,
+# xeus-cling, bash_kernel, IJavascript, Octave, Almond, evcxr, gophernotes, IHaskell...):
+# what a notebook that names no language is taken to need.
+OTHER_KERNELS = ("ir", "julia", "xcpp", "bash", "javascript", "ijavascript", "octave", "matlab", "scala",
+                 "almond", "java", "kotlin", "ruby", "rust", "evcxr", "gophernotes", "go", "haskell", "sas",
+                 "wolfram", "sos", "sqlite", "xr", "xeus-r", "c", "cpp", "csharp", ".net", "powershell")
+
+
+def kernel(spec, submitted):
+    """(language, note) of the kernel a notebook asks for: nbgrader runs the source's kernelspec
+    (else the submitted notebook's). The engine runs Python: `language` is "python" where the
+    kernelspec's language (or the source's language_info) is Python, or it names none and its
+    name is not another language's kernel (a venv's kernel); `note` says when the kernel is not
+    `python3` but Python was run for it. Another language: (that language, None)."""
+    kernelspec = spec.kernelspec or dict(submitted.metadata.get("kernelspec") or {})
+    name = str(kernelspec.get("name") or "python3")
+    language = str(kernelspec.get("language") or spec.language or "").lower()
+    if not language:
+        known = re.match(r"[a-z.#+-]+", name.lower())
+        other = known and known.group(0).rstrip("-") in OTHER_KERNELS and "python" not in name.lower()
+        language = name.lower() if other else "python"
+    if language != "python":
+        return language, None
+    if name == "python3":
+        return "python", None
+    return "python", f"it asks for the kernel `{name}`: graded with this engine's Python, in its sandbox"
 
 
 # -- autograde ---------------------------------------------------------------------
@@ -269,9 +387,14 @@ def score(root, spec, cells, outputs):
     from nbgrader.utils import compute_checksum
 
     pattern = ignore_pattern(root)
-    found = {}
+    found, earlier = {}, []  # earlier: (where, source, error, the student's own) of the cells run so far
     for index, cell in enumerate(cells):
         cell_id = nbgrader_meta(cell).get("grade_id")
+        output = outputs.get(str(index)) if cell.cell_type == "code" else None
+        before = list(earlier)
+        if output is not None:
+            earlier.append((f"your cell `{cell_id}`" if cell_id else f"your cell {index + 1}", cell.source,
+                            output["error"], not is_locked(cell)))
         if cell_id not in spec.points or cell_id in found:
             continue
         points = spec.points[cell_id]
@@ -283,7 +406,7 @@ def score(root, spec, cells, outputs):
         elif cell.cell_type != "code":
             found[cell_id] = (0.0, MANUAL, True)
         else:
-            found[cell_id] = _test_score(outputs.get(str(index)), points, pattern)
+            found[cell_id] = _test_score(output, points, pattern, before)
     rows = []
     for cell_id in spec.graded:
         # a deleted cell: nbgrader's gradebook leaves its grade to a person
@@ -292,14 +415,16 @@ def score(root, spec, cells, outputs):
     return rows
 
 
-def _test_score(output, points, pattern):
-    """(score, message, False) of a test cell from what it did (nbgrader's determine_grade)."""
-    from .messages import failure_message
+def _test_score(output, points, pattern, earlier=()):
+    """(score, message, False) of a test cell from what it did (nbgrader's determine_grade); a
+    name it lacks is said to be missing because of the student's cell that was to define it and
+    raised, when that cell alone explains it (`messages.caused_by`, `earlier` its cells)."""
+    from .messages import caused_by, failure_message
 
     if output is None:
         return 0.0, "not run: the notebook stopped before this cell", False
     if output["error"] is not None:
-        return 0.0, failure_message(output["error"]), False
+        return 0.0, caused_by(output["error"], earlier) or failure_message(output["error"]), False
     stderr = output.get("stderr") or ""
     if pattern and re.search(pattern, stderr):
         stderr = ""
@@ -319,3 +444,104 @@ def _test_score(output, points, pattern):
     if partial > points:
         return 0.0, f"the test cell gave {partial:g} points, more than its {points:g}", False
     return partial, "" if partial == points else f"partial credit: {partial:g} of {points:g}", False
+
+
+# -- what autograde leaves behind: autograded/<student>/<assignment>/ --------------------
+
+def submitted_files(root, folder):
+    """(path, relative path) of the files handed in beside the notebooks of the folder `folder`
+    (a student's <assignment>/), those nbgrader's exchange carries (its ignore_patterns with
+    CourseDirectory.ignore, include and max_file_size): no notebook (autograde copies none), no link
+    (not followed)."""
+    from nbgrader.utils import ignore_patterns
+
+    directory = course_directory(root)
+    skip = ignore_patterns(exclude=directory.ignore, include=directory.include,
+                           max_file_size=directory.max_file_size)
+    folder, found = Path(folder), []
+    for here, folders, files in os.walk(folder):
+        ignored = set(skip(here, folders + files))
+        folders[:] = sorted(name for name in folders
+                            if name not in ignored and not os.path.islink(os.path.join(here, name)))
+        for name in sorted(set(files) - ignored):
+            path = Path(here) / name
+            if path.suffix == ".ipynb" or path.is_symlink() or not path.is_file():
+                continue
+            found.append((path, path.relative_to(folder).as_posix()))
+    return tuple(found)
+
+
+def notebook_files(root, spec, folder):
+    """The files a submission's notebooks find beside them, as autograde leaves them: the student's
+    (`submitted_files`), then the source's over them."""
+    files = dict((relative, path) for path, relative in submitted_files(root, folder)) if folder else {}
+    files.update((relative, path) for path, relative in spec.files)
+    return tuple((path, relative) for relative, path in sorted(files.items()))
+
+
+def autograded_folder(root, student, assignment):
+    directory = course_directory(root)
+    return Path(directory.format_path(directory.autograded_directory, student, assignment))
+
+
+def write_autograded(root, spec, submission, pages):
+    """Write what `nbgrader autograde` writes into autograded/<student>/<assignment>/ (per
+    CourseDirectory.autograded_directory): the files handed in and the source's files over them
+    (`notebook_files`, timestamp.txt kept), and each notebook handed in with its cells as graded
+    (sanitised) and their outputs. Built aside and put in place whole."""
+    target = autograded_folder(root, submission.student_id, submission.assignment)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        files = notebook_files(root, spec, submission.path)
+        stamp = submission.path / "timestamp.txt"
+        if stamp.is_file() and not stamp.is_symlink():
+            files += ((stamp, stamp.name),)
+        for path, relative in files:
+            (building / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, building / relative)
+        for name, (_, cells, outputs) in pages.items():
+            submitted = nbformat.read(submission.path / f"{name}.ipynb", as_version=4)
+            nbformat.write(executed(submitted, cells, outputs, ignore_pattern(root)), building / f"{name}.ipynb")
+        if target.exists():
+            shutil.rmtree(target)
+        building.rename(target)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    return target
+
+
+def executed(submitted, cells, outputs, pattern=None):
+    """The notebook `submitted` with the graded `cells` and their outputs (the sandbox's, by the
+    cell's index), as a kernel leaves them (`_outputs`)."""
+    notebook = nbformat.v4.new_notebook(metadata=copy.deepcopy(submitted.metadata))
+    notebook.nbformat_minor = submitted.nbformat_minor
+    count = 0
+    for index, cell in enumerate(cells):
+        cell = copy.deepcopy(cell)
+        output = outputs.get(str(index)) if cell.cell_type == "code" else None
+        if output is not None:
+            count += 1
+            cell.execution_count, cell.outputs = count, _outputs(output, count, pattern)
+        if notebook.nbformat_minor < 5:
+            cell.pop("id", None)
+        elif "id" not in cell:
+            cell["id"] = f"cell-{index}"
+        notebook.cells.append(cell)
+    return notebook
+
+
+def _outputs(output, count, pattern):
+    """The cell's outputs as the sandbox gives them (nbformat's: streams, displays, the displayed
+    value, the error), without the stderr streams IgnorePattern's `pattern` removes (as autograde
+    does, stream by stream)."""
+    kept = []
+    for item in output.get("outputs") or []:
+        ignored = item["output_type"] == "stream" and item["name"] == "stderr" and pattern
+        if ignored and re.search(pattern, item["text"]):
+            continue
+        item = nbformat.from_dict(copy.deepcopy(item))
+        if item.output_type == "execute_result":
+            item.execution_count = count
+        kept.append(item)
+    return kept

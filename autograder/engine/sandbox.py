@@ -8,6 +8,14 @@ and /tmp): no instructor sources, no reference package, no grader outputs,
 no other student's files, no network, its own process namespace, and limits
 on time, memory, processes (none besides itself), file size and output.
 
+A shell command of a cell (`!cmd`, `%%bash`: the runner's `run_command`) is
+run by the grader, not by the notebook (which cannot start a process): in a
+process and network namespace of its own, entered into the notebook's
+folders (its mount namespace), as the same user, with the limits of
+`Limits.shell_processes` processes, the notebook's memory shared among them,
+and what remains of the cell's time; all its processes end with it. The
+grader answers only while a cell runs: never while a check calls a function.
+
 The grader keeps the hidden checks in its own process and calls the student's
 functions through `StudentFunction` proxies: the inputs go to the sandbox as
 plain data, the results come back as plain data (`wire`), and the comparison
@@ -23,19 +31,25 @@ that tries.
 import atexit
 import builtins
 import contextlib
+import fcntl
 import importlib.util
 import inspect
 import keyword
 import os
+import pty
 import py_compile
+import re
 import resource
+import selectors
 import shutil
 import signal
 import site
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 import time
 import warnings
@@ -88,6 +102,8 @@ class Limits:
     output_chars: int = 1_000_000       # printed by the notebook in all
     file_bytes: int = 16 * 1024 ** 2    # largest file it may write
     disk_bytes: int = 64 * 1024 ** 2    # size of each of its two writable folders, /sandbox and /tmp
+    shell_processes: int = 4            # processes of one shell command of a cell (`!cmd`), which
+                                        # share the memory limit
 
 
 @dataclass(frozen=True)
@@ -169,7 +185,7 @@ def _bwrap(folder, uid, limits, files=(), environment=None, hidden=()):
     command += ["--chdir", "/sandbox", "--clearenv",
                 "--setenv", "HOME", "/tmp", "--setenv", "PATH", f"{venv / 'bin'}:/usr/bin:/bin",
                 "--setenv", "OPENBLAS_NUM_THREADS", "1", "--setenv", "OMP_NUM_THREADS", "1",
-                "--setenv", "MPLBACKEND", "Agg", "--setenv", "MPLCONFIGDIR", "/tmp",
+                "--setenv", "MPLBACKEND", "module://matplotlib_inline.backend_inline", "--setenv", "MPLCONFIGDIR", "/tmp",
                 *(part for name, value in (environment or {}).items() for part in ("--setenv", name, value))]
     if uid is None:
         return command
@@ -359,7 +375,11 @@ class Sandbox:
         results = []
         for cell_id, _ in self.cells:
             where = self.places.get(cell_id, f"the cell {cell_id}")
+            ends = time.monotonic() + seconds[cell_id] * self.limits.wall_factor
             header, _ = self._receive(seconds[cell_id] * self.limits.wall_factor, where)
+            while header.get("op") == "shell":  # the cell's shell commands, in its time
+                self._send(self._shell(header, min(ends, self.deadline) - time.monotonic(), seconds[cell_id]))
+                header, _ = self._receive(max(ends - time.monotonic(), 0.0), where)
             if header.get("op") != "cell" or header.get("id") != cell_id:
                 self._stopped("crashed", "the notebook's process sent an unexpected message")
             error = _plain_error(header.get("error"))
@@ -370,6 +390,7 @@ class Sandbox:
             results.append({"id": cell_id, "stdout": _text(header.get("stdout")),
                             "stderr": _text(header.get("stderr")), "error": error,
                             "result": _text(header["result"]) if isinstance(header.get("result"), str) else None,
+                            "outputs": _outputs(header.get("outputs"), error),
                             "seconds": _number(header.get("seconds")),
                             "cpu_seconds": _number(header.get("cpu_seconds"))})
         header, _ = self._receive(self.limits.cell_seconds, "the notebook")
@@ -423,6 +444,55 @@ class Sandbox:
             self.events.append(("resource-limit", f"{function} {what} in {where}" if function else
                                 f"{where} {what}"))
 
+    # -- shell commands ------------------------------------------------------------
+
+    def _shell(self, request, seconds, cell_seconds):
+        """The answer to the runner's request to run a shell command (see the module's doc):
+        the command runs for at most `seconds` (what remains of the cell's wall-clock time)."""
+        argv, stdin, cwd = request.get("argv"), request.get("stdin"), request.get("cwd")
+        env = request.get("env") if isinstance(request.get("env"), dict) else {}
+        if not (isinstance(argv, list) and argv and len(argv) <= 10_000
+                and all(isinstance(part, str) and "\0" not in part for part in argv)
+                and (stdin is None or isinstance(stdin, str)) and isinstance(cwd, str) and cwd.startswith("/")):
+            return {"op": "shell", "refused": "a malformed shell command"}
+        env = {name: value for name, value in list(env.items())[:1000]
+               if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(name)) and isinstance(value, str) and "\0" not in value}
+        if self.isolate:
+            command = self._shell_command(argv, cwd, env, max(seconds, 0.0), cell_seconds)
+            if command is None:
+                return {"op": "shell", "refused": "the notebook's sandbox has ended"}
+            environment, folder = {"PATH": "/usr/bin:/bin"}, None  # nothing of the notebook's in root's tools
+        else:  # our own code (isolate=False): its folder and environment
+            command, environment, folder = argv, {**os.environ, **env}, self._folder
+        out, err, status, timed_out = _run(command, stdin, bool(request.get("merged")), environment, folder,
+                                           max(seconds, 0.0), self.limits.output_chars)
+        return {"op": "shell", "stdout": out, "stderr": err, "status": status, "timed_out": timed_out}
+
+    def _shell_command(self, argv, cwd, env, seconds, cell_seconds):
+        """The command line that runs `argv` as the notebook's user, in the notebook's folders
+        (entering the mount namespace of the sandbox's first process), in namespaces of its own."""
+        try:
+            first = int(Path(f"/proc/{self._process.pid}/task/{self._process.pid}/children").read_text().split()[0])
+        except (OSError, IndexError, ValueError):
+            return None
+        processes, memory = self.limits.shell_processes, self.limits.memory_bytes // self.limits.shell_processes
+        cpu = max(1, int(min(seconds, cell_seconds)) + 1)
+        limits = ["prlimit", f"--as={memory}", f"--fsize={self.limits.file_bytes}", "--core=0", f"--cpu={cpu}"]
+        # the command's own: where it runs, its environment (the notebook's, never root tools')
+        inner = ["/usr/bin/env", "-i", *(f"{name}={value}" for name, value in env.items()),
+                 "/bin/sh", "-c", 'cd -- "$0" && exec "$@"', cwd, *argv]
+        if os.geteuid() == 0:
+            # the notebook's processes count too (RLIMIT_NPROC counts the user's): its runner and
+            # that of a sandbox for memory checks
+            return ["nsenter", f"--target={first}", "--mount", "--", "unshare", "--pid", "--fork",
+                    "--kill-child", "--mount-proc", "--net", "--ipc", "--uts", "--", *limits,
+                    f"--nproc={processes + 2}", "--", "setpriv", f"--reuid={self.uid}", f"--regid={self.uid}",
+                    "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", *inner]
+        return ["nsenter", f"--target={first}", "--user", "--mount", "--preserve-credentials", "--", "unshare",
+                "--pid", "--fork", "--kill-child", "--mount-proc", "--net", "--ipc", "--uts", "--", *limits,
+                f"--nproc={processes + 2}", "--", "setpriv", "--inh-caps=-all", "--bounding-set=-all",
+                "--no-new-privs", "--", *inner]
+
     def _checking(self):
         return f"a check of task “{self.task}”" if self.task else "a check"
 
@@ -451,9 +521,13 @@ class Sandbox:
         try:
             while True:
                 header, blobs = self._receive(seconds * self.limits.wall_factor, f"{name} in {self._checking()}")
-                if header.get("op") != "stand-in":
+                if header.get("op") == "stand-in":
+                    self._answer(header, blobs, stand_ins)
+                elif header.get("op") == "shell":
+                    self._send({"op": "shell", "refused": "a shell command runs only in the notebook's cells, "
+                                                          "not when a check calls a function"})
+                else:
                     break
-                self._answer(header, blobs, stand_ins)
         except SandboxStopped as stop:
             if stop.status == "timeout":  # it could not be interrupted
                 self._stop_calling(name, self._checking(), seconds)
@@ -598,6 +672,91 @@ class StudentFunction:
 
     def __repr__(self):
         return f"<the student's {self.__name__}>"
+
+
+def _run(command, stdin, merged, environment, folder, seconds, max_chars):
+    """(stdout, stderr, exit status, timed out) of `command`, stopped (its process group killed)
+    after `seconds` or `max_chars` characters. `merged`: stdout and stderr are one terminal (as
+    a kernel's `!cmd`, whose lines end in \\r\\n), else two pipes, `stdin` written to the command."""
+    if merged:
+        reader, terminal = pty.openpty()
+        fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))  # pexpect's size
+        streams = {"stdin": terminal, "stdout": terminal, "stderr": terminal}
+    else:
+        streams = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    try:
+        process = subprocess.Popen(command, env=environment, cwd=folder, start_new_session=True, **streams)
+    except OSError as error:
+        if merged:
+            os.close(reader), os.close(terminal)
+        return "", f"{error}\n", 127, False
+    texts = {}
+    selector = selectors.DefaultSelector()
+    if merged:
+        os.close(terminal)
+        selector.register(reader, selectors.EVENT_READ, "stdout")
+    else:
+        for name in ("stdout", "stderr"):
+            selector.register(getattr(process, name).fileno(), selectors.EVENT_READ, name)
+        threading.Thread(target=_feed, args=(process.stdin, (stdin or "").encode()), daemon=True).start()
+    ends, total, timed_out = time.monotonic() + seconds, 0, False
+    while selector.get_map():
+        remaining = ends - time.monotonic()
+        if remaining <= 0 or total > max_chars:
+            timed_out = remaining <= 0
+            break
+        for key, _ in selector.select(remaining):
+            try:
+                chunk = os.read(key.fd, 65536)
+            except OSError:  # a terminal whose last writer has gone
+                chunk = b""
+            if not chunk:
+                selector.unregister(key.fd)
+                continue
+            texts.setdefault(key.data, []).append(chunk)
+            total += len(chunk)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)  # its namespace's first process: all of them end
+    process.wait()
+    selector.close()
+    if merged:
+        os.close(reader)
+    else:
+        for stream in (process.stdout, process.stderr):
+            stream.close()
+    status = process.returncode
+    status = -(status - 128) if status > 128 else status  # killed by a signal: IPython's -signal
+    text = {name: b"".join(chunks).decode("utf-8", "replace")[:max_chars] for name, chunks in texts.items()}
+    return text.get("stdout", ""), text.get("stderr", ""), status, timed_out
+
+
+def _feed(stream, data):
+    with contextlib.suppress(OSError):
+        stream.write(data)
+        stream.close()
+
+
+OUTPUT_TYPES = ("stream", "display_data", "execute_result")
+
+
+def _outputs(outputs, error):
+    """The cell's outputs as nbformat's, from the runner's list (untrusted: plain data only, of
+    the kinds a kernel sends), and its error last."""
+    plain = []
+    for output in outputs if isinstance(outputs, list) else []:
+        kind = output.get("output_type") if isinstance(output, dict) else None
+        if kind == "stream" and output.get("name") in ("stdout", "stderr") and isinstance(output.get("text"), str):
+            plain.append({"output_type": kind, "name": output["name"], "text": output["text"]})
+        elif kind in OUTPUT_TYPES[1:] and isinstance(output.get("data"), dict):
+            data = {mime: value for mime, value in output["data"].items()
+                    if isinstance(mime, str) and re.fullmatch(r"[\w.+-]+/[\w.+-]+", mime)
+                    and (isinstance(value, (str, dict, list)))}
+            metadata = output.get("metadata") if isinstance(output.get("metadata"), dict) else {}
+            plain.append({"output_type": kind, "data": data, "metadata": metadata})
+    if error is not None:
+        plain.append({"output_type": "error", "ename": error["ename"], "evalue": error["evalue"],
+                      "traceback": [f"{error['ename']}: {error['evalue']}"]})
+    return plain
 
 
 def _plain_error(error):

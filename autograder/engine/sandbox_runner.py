@@ -9,9 +9,14 @@ to the grader over the socket FD with `wire` messages:
   grader -> {"op": "run", "cells": [[id, source], ...], "cell_timeout": s,
              "cell_timeouts": {id: s}, "stopping_cells": [id, ...], "stopped": {function: reason},
              "places": {id: where the cell is, in words}, "limits": {...}}
+  runner -> {"op": "shell", "argv": [...], "stdin": text or null, "merged": bool, "cwd": path,
+             "env": {name: value}}  (while a cell runs: a shell command, `run_command`)
+  grader -> {"op": "shell", "stdout": text, "stderr": text, "status": n, "timed_out": bool}
+            or {"op": "shell", "refused": why}
   runner -> {"op": "cell", "id": id, "stdout": text, "stderr": text,
              "error": {"ename", "evalue", "mro", "function"} or null,
              "result": repr of the value the cell displayed (its last expression) or null,
+             "outputs": [nbformat outputs: stream, display_data, execute_result],
              "seconds": s, "cpu_seconds": s}  (one per cell)
   runner -> {"op": "ran", "functions": [names of the callables the notebook defined],
              "started": t, "imported": t}  (time.monotonic() when it started and had imported)
@@ -61,8 +66,14 @@ last expression displayed, every exception caught and reported), but
 without IPython, whose import and shell cost more than NumPy's import: the
 shell is created, around the same namespace, only for a notebook that needs
 it, at its first cell that is not plain Python (a magic, `!`, a prompt) or
-its first call of `get_ipython()`; from then on every cell runs in it, with
-its transformers and hooks.
+its first call of `get_ipython()`, or its first figure; from then on every
+cell runs in it, with its transformers and hooks. The shell is a kernel's
+(`KernelShell`, as ipykernel's): figures are drawn inline (matplotlib's
+backend is matplotlib-inline, as in Jupyter) and kept as display_data
+outputs, `?` pages nothing into the outputs, input() and getpass() raise
+StdinNotImplementedError, and shell escapes (`!cmd`, `%system`, `%%bash`,
+`%%sh`, `%%script`) are run by the grader in a sandbox of their own that
+sees this one's folders (`run_command`): this process cannot start one.
 
 Everything it sends is untrusted by the grader, which only ever reads plain
 data from it: the student's code runs in this same process and could forge
@@ -72,13 +83,17 @@ any of these messages, so none of them can grant a point by itself.
 import __future__
 import ast
 import builtins
+import getpass
+import importlib.abc
 import io
+import json
 import os
 import resource
 import signal
 import socket
 import sys
 import time
+import tokenize
 import traceback
 import types
 import warnings
@@ -90,6 +105,9 @@ import trampoline  # noqa: E402
 import wire  # noqa: E402 (numpy)
 
 OUTPUT_KEPT = 20_000  # characters of a cell's output kept for the feedback
+DISPLAY_KEPT = [8_000_000]  # characters of displayed data (figures...) kept for the executed notebook
+# `%matplotlib` backends that draw in the notebook page (a browser's): figures are drawn inline
+NOTEBOOK_BACKENDS = ("notebook", "nbagg", "widget", "ipympl")
 
 
 MAIN = types.ModuleType("__main__")  # the notebook's module, as in IPython
@@ -119,19 +137,31 @@ def no_input(*args, **kwargs):
         "graded: remove the call to input()")
 
 
-class CappedOutput(io.TextIOBase):
-    """A text stream that keeps the first characters and counts them all."""
+OUTPUTS = []  # the running cell's outputs, as nbformat's (stream, display_data, execute_result)
 
-    def __init__(self, budget):
-        self.budget, self.kept = budget, []
+
+class CappedOutput(io.TextIOBase):
+    """A text stream that keeps the first characters and counts them all; what it keeps
+    is also the cell's stream output `name` (stdout or stderr)."""
+
+    encoding = "utf-8"  # as a kernel's streams (IPython prints ± then, not +-)
+
+    def __init__(self, budget, name="stdout"):
+        self.budget, self.kept, self.name = budget, [], name
         self.kept_size = 0
 
-    def write(self, text):
+    def write(self, text, stream=True):
         text = str(text)
         self.budget[0] -= len(text)
         if self.kept_size < OUTPUT_KEPT:
-            self.kept.append(text[:OUTPUT_KEPT - self.kept_size])
-            self.kept_size += len(self.kept[-1])
+            kept = text[:OUTPUT_KEPT - self.kept_size]
+            self.kept.append(kept)
+            self.kept_size += len(kept)
+            if stream and kept:
+                if OUTPUTS and OUTPUTS[-1].get("name") == self.name:
+                    OUTPUTS[-1]["text"] += kept
+                else:
+                    OUTPUTS.append({"output_type": "stream", "name": self.name, "text": kept})
         if self.budget[0] < 0:
             raise OutputLimitExceeded()
         return len(text)
@@ -153,7 +183,41 @@ def display(value):
         return
     builtins._ = value
     SHOWN[0] = repr(value)
-    sys.stdout.write(SHOWN[0] + "\n")
+    keep_display("execute_result", {"text/plain": SHOWN[0]})
+    write_result(SHOWN[0])
+
+
+def write_result(text):
+    """The displayed value's text, in the cell's printed text (not as a stream output)."""
+    if isinstance(sys.stdout, CappedOutput):
+        sys.stdout.write(text + "\n", stream=False)
+    else:
+        sys.stdout.write(text + "\n")
+
+
+def keep_display(kind, data, metadata=None):
+    """Keep an execute_result or display_data output: its plain data (MIME type -> str, or JSON
+    data), while the notebook's allowance for displayed data lasts (then its text only)."""
+    plain = {}
+    for mime, value in (data or {}).items():
+        if isinstance(value, bytes):
+            continue
+        try:
+            size = len(value) if isinstance(value, str) else len(json.dumps(value))
+        except (TypeError, ValueError):
+            continue
+        if mime == "text/plain" and isinstance(value, str):
+            value = value[:OUTPUT_KEPT]  # as printed text (a value's repr can be huge)
+        elif size > DISPLAY_KEPT[0]:
+            continue
+        else:
+            DISPLAY_KEPT[0] -= size
+        plain[str(mime)] = value
+    try:
+        metadata = json.loads(json.dumps(metadata or {}))
+    except (TypeError, ValueError):
+        metadata = {}
+    OUTPUTS.append({"output_type": kind, "data": plain, "metadata": metadata if isinstance(metadata, dict) else {}})
 
 
 def on_alarm(signum, frame):
@@ -185,23 +249,191 @@ def get_ipython():
     notebook's own names kept)."""
     global SHELL
     if SHELL is None:
-        from IPython.core.interactiveshell import InteractiveShell
         from traitlets.config import Config
         config = Config()
         config.HistoryManager.hist_file = ":memory:"  # no file, no thread (processes are limited)
         own = {name: value for name, value in NOTEBOOK.items() if value is not get_ipython}
-        SHELL = InteractiveShell.instance(config=config, colors="NoColor", user_module=MAIN)
+        SHELL = kernel_shell().instance(config=config, colors="NoColor", user_module=MAIN)
         SHELL.showtraceback = lambda *args, **kwargs: None
         SHELL.showsyntaxerror = lambda *args, **kwargs: None
         NOTEBOOK.update(own)
     return SHELL
 
 
+def kernel_shell():
+    """IPython's InteractiveShell as a Jupyter kernel's shell (ipykernel's ZMQInteractiveShell)
+    behaves for a notebook run without a person: outputs kept as the kernel sends them, no
+    pager, no GUI event loop, shell commands run by the grader (`run_command`)."""
+    from IPython.core import magic_arguments, page
+    from IPython.core.displayhook import DisplayHook
+    from IPython.core.displaypub import DisplayPublisher
+    from IPython.core.error import UsageError
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.core.magic import cell_magic, magics_class
+    from IPython.core.magics.script import ScriptMagics, script_args
+    from IPython.utils.process import arg_split
+    from IPython.utils.text import LSString, SList
+
+    class Publisher(DisplayPublisher):
+        def publish(self, data, metadata=None, *args, **kwargs):
+            keep_display("display_data", data, metadata)
+
+        def clear_output(self, wait=False):
+            OUTPUTS.clear()
+
+    class Hook(DisplayHook):
+        def quiet(self):  # IPython reads the history, which is not kept
+            return quiet(CELL[0])
+
+        def write_output_prompt(self):
+            pass
+
+        def write_format_data(self, format_dict, md_dict=None):
+            keep_display("execute_result", format_dict, md_dict)
+            write_result(format_dict.get("text/plain", ""))
+
+        def finish_displayhook(self):
+            self._is_active = False
+
+    @magics_class
+    class Scripts(ScriptMagics):
+        @magic_arguments.magic_arguments()
+        @script_args
+        @cell_magic("script")
+        def shebang(self, line, cell):
+            """%%script PROGRAM (and %%bash, %%sh...): the cell is PROGRAM's input."""
+            from subprocess import CalledProcessError
+            args, argv = self.shebang.parser.parse_known_args(arg_split(line, posix=True))
+            if args.bg or args.proc:
+                raise UsageError("%%script --bg: background processes cannot run while the notebook "
+                                 "is graded")
+            if not cell.endswith("\n"):
+                cell += "\n"
+            out, err, status = run_command(argv, cell, merged=False)
+            if status == 127 and "exec" in err and not out:
+                print(f"Couldn't find program: {argv[0]!r}")
+                return
+            for name, text, stream in ((args.out, out, sys.stdout), (args.err, err, sys.stderr)):
+                if name:
+                    self.shell.user_ns[name] = text
+                elif text:
+                    stream.write(text)
+            if args.raise_error and status != 0:
+                raise CalledProcessError(status, cell)
+
+    class KernelShell(InteractiveShell):
+        displayhook_class = Hook
+        display_pub_class = Publisher
+
+        def init_environment(self):  # as ipykernel's: no pager, colours for a browser
+            os.environ.update(TERM="xterm-color", CLICOLOR="1", FORCE_COLOR="1", CLICOLOR_FORCE="1",
+                              PAGER="cat", GIT_PAGER="cat")
+
+        def init_hooks(self):
+            super().init_hooks()
+            # ipykernel sends what `?` shows to the pager, never to the cell's outputs
+            self.set_hook("show_in_pager", page.as_hook(lambda *args, **kwargs: None), 99)
+
+        def init_magics(self):
+            super().init_magics()
+            self.register_magics(Scripts)
+
+        def enable_matplotlib(self, gui=None):
+            if gui in NOTEBOOK_BACKENDS:
+                print(f"(%matplotlib {gui} needs a browser: while the notebook is graded, "
+                      "its figures are drawn inline)")
+                gui = "inline"
+            return super().enable_matplotlib(gui)
+
+        def enable_gui(self, gui=None):
+            if gui not in (None, "inline"):
+                raise UsageError(f"%matplotlib {gui} opens windows, which cannot be while the notebook "
+                                 "is graded: use %matplotlib inline")
+            self.active_eventloop = gui
+
+        def system_piped(self, cmd):
+            if cmd.rstrip().endswith("&"):
+                raise OSError("Background processes not supported.")
+            out, _, status = run_command(["/bin/sh", "-c", self.var_expand(cmd, depth=1)])
+            sys.stdout.write(out)
+            self.user_ns["_exit_code"] = status
+            if self.system_raise_on_error and status != 0:
+                from subprocess import CalledProcessError
+                raise CalledProcessError(status, cmd)
+
+        system = system_raw = system_piped
+
+        def getoutput(self, cmd, split=True, depth=0):
+            if cmd.rstrip().endswith("&"):
+                raise OSError("Background processes not supported.")
+            out, _, status = run_command(["/bin/sh", "-c", self.var_expand(cmd, depth=depth + 1)])
+            out = out.replace("\r\n", "\n")
+            if self.system_raise_on_error and status != 0:
+                from subprocess import CalledProcessError
+                raise CalledProcessError(status, cmd)
+            return SList(out.splitlines()) if split else LSString(out)
+
+    return KernelShell
+
+
+class ShellOnFigures(importlib.abc.MetaPathFinder):
+    """Creates the notebook's shell when matplotlib loads its inline backend (the notebook's
+    first figure), as a kernel has one: the backend then draws each cell's figures at its end."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "matplotlib_inline.backend_inline" and SHELL is None:
+            get_ipython()
+        return None
+
+
+CHANNEL = []  # the grader's socket (reader, writer), while the notebook's cells run
+
+
+def run_command(argv, stdin=None, merged=True):
+    """(stdout, stderr, exit status) of the command `argv` (its input: `stdin`; `merged`: its
+    output and errors in one terminal, as a kernel's `!`), run by the grader in a sandbox of its
+    own that shares this one's folders, limits and user, in this process's folder and
+    environment. Only while a cell runs; within what remains of the cell's time."""
+    if not CHANNEL:
+        raise RuntimeError("shell commands run only in the notebook's cells, not when a check calls a "
+                           "function")
+    reader, writer = CHANNEL
+    request = {"op": "shell", "argv": [str(part) for part in argv], "stdin": stdin, "merged": merged,
+               "cwd": os.getcwd(), "env": dict(os.environ)}
+    # the cell's alarms wait for the answer (the grader stops the command at the cell's limit)
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGPROF})
+    try:
+        wire.send(writer, request)
+        answer, _ = wire.receive(reader)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    if answer.get("refused"):
+        raise RuntimeError(answer["refused"])
+    if answer.get("timed_out"):
+        raise CellTimeout(running_function(sys._getframe(1)), LIMIT[0])
+    return answer["stdout"], answer["stderr"], answer["status"]
+
+
+CELL = [""]  # the source of the cell running now
+
+
+def quiet(source):
+    """Whether the cell ends in a semicolon, which hides its last value (IPython's
+    DisplayHook.semicolon_at_end_of_expression, without importing IPython)."""
+    skipped = (tokenize.ENDMARKER, tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):  # IPython's syntax
+        return False
+    last = next((token for token in reversed(tokens) if token[0] not in skipped), None)
+    return last is not None and last[0] == tokenize.OP and last[1] == ";"
+
+
 def compiled(source):
     """The code objects of a cell, as IPython runs it: all but a last expression as
     statements, that one displayed. SyntaxError if it is not plain Python."""
     tree = compile(source, "<cell>", "exec", ast.PyCF_ONLY_AST | FUTURE[0], dont_inherit=True)
-    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) and not quiet(source) else None
     codes = [compile(tree, "<cell>", "exec", FUTURE[0], dont_inherit=True)]
     if last is not None:
         codes.append(compile(ast.Interactive([last]), "<cell>", "single", FUTURE[0], dont_inherit=True))
@@ -211,18 +443,25 @@ def compiled(source):
 
 def run_cell(source):
     """Run a cell in the notebook; return the exception it raised, or None."""
+    CELL[0] = source
     if SHELL is None:
         try:
             codes = compiled(source)
         except (SyntaxError, ValueError):  # IPython's syntax, or IPython's report of the error
             codes = None
         if codes is not None:
+            error = None
             try:
                 for code in codes:
                     exec(code, NOTEBOOK)
-            except BaseException as error:  # as IPython: everything, a timeout too
-                return error
-            return None
+            except BaseException as raised:  # as IPython: everything, a timeout too
+                error = raised
+            if SHELL is not None:  # created by this cell: its hooks (the figures drawn) at its end
+                try:
+                    SHELL.events.trigger("post_execute")
+                except BaseException as raised:
+                    error = error or raised
+            return error
     result = get_ipython().run_cell(source, store_history=False)
     if result.result is not None:
         try:
@@ -361,6 +600,15 @@ def baseline_memory():
     return int(size.split()[1]) * 1024
 
 
+def system(command):
+    """os.system: the command run as a kernel's `%%sh` runs it (this process cannot start one),
+    its output the cell's (as ipykernel forwards a process's); its wait status."""
+    out, err, status = run_command(["/bin/sh", "-c", os.fsdecode(command)], merged=False)
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    return status << 8 if status >= 0 else -status
+
+
 def main(fd):
     channel = socket.socket(fileno=fd)
     reader, writer = channel.makefile("rb", wire.STREAM_BUFFER), channel.makefile("wb", wire.STREAM_BUFFER)
@@ -373,7 +621,9 @@ def main(fd):
     warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")  # as IPython
     imported = time.monotonic()
     stopped = {}  # function name -> its stand-in that raises TimeoutError
-    builtins.input = no_input
+    builtins.input = getpass.getpass = no_input
+    os.system = system
+    sys.meta_path.insert(0, ShellOnFigures())
     sys.displayhook = display
     signal.signal(signal.SIGALRM, on_alarm)  # wall-clock time
     signal.signal(signal.SIGPROF, on_alarm)  # CPU time
@@ -382,7 +632,7 @@ def main(fd):
     def with_limits(run, timeout):
         """run() with the output captured and an alarm after `timeout` CPU seconds (or
         wall_factor times as many seconds of the clock)."""
-        out, err = CappedOutput(budget), CappedOutput(budget)
+        out, err = CappedOutput(budget, "stdout"), CappedOutput(budget, "stderr")
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = out, err
         LIMIT[0] = timeout
@@ -417,9 +667,11 @@ def main(fd):
     timeouts = request.get("cell_timeouts", {})
     stopping_cells = set(request.get("stopping_cells", []))
     places = request.get("places", {})
+    CHANNEL[:] = [reader, writer]
     for cell_id, source in request["cells"]:
         started, cpu = time.monotonic(), time.process_time()
         SHOWN[0] = None
+        OUTPUTS.clear()
         try:
             error, out, err = with_limits(lambda: run_cell(source),
                                           timeouts.get(cell_id, request["cell_timeout"]))
@@ -433,7 +685,10 @@ def main(fd):
         wire.send(writer, {"op": "cell", "id": cell_id, "stdout": out.text(), "stderr": err.text(),
                            "error": describe(error) if error is not None else None,
                            "result": SHOWN[0] if isinstance(SHOWN[0], str) else None,
+                           "outputs": list(OUTPUTS),
                            "seconds": time.monotonic() - started, "cpu_seconds": time.process_time() - cpu})
+    CHANNEL.clear()
+    OUTPUTS.clear()
     given |= set(SHELL.user_ns_hidden) if SHELL else set()
     functions = sorted(name for name, value in NOTEBOOK.items()
                        if callable(value) and not name.startswith("_") and name not in given

@@ -24,6 +24,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell
 
+from autograder.engine.nbgrader_course import source_folder
 from autograder.samples.plain_nbgrader import run
 
 ASSIGNMENT = "ps1"
@@ -77,8 +78,9 @@ def _solution(source):
 
 def submission(course, released, kind):
     """{notebook name: notebook} handed in by a student of `kind` (see KINDS)."""
-    sources = {name: {_grade_id(c): c for c in nbformat.read(course / "source" / ASSIGNMENT / f"{name}.ipynb",
-                                                             as_version=4).cells if _grade_id(c)}
+    source = source_folder(course) / ASSIGNMENT  # CourseDirectory.source_directory
+    sources = {name: {_grade_id(c): c for c in nbformat.read(source / f"{name}.ipynb", as_version=4).cells
+                      if _grade_id(c)}
                for name in released}
     notebooks = {}
     for name, notebook in released.items():

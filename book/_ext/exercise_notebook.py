@@ -5,6 +5,12 @@ chapter, copies the notebook into the site (as ``{download}`` does) and shows
 a download button, with a link that opens the notebook in Colab. The same
 download is added to the download menu at the top of the chapter.
 
+An edition may offer only some exercises (``exercises_offered``, the names
+of their notebooks without ``.ipynb``; None, the default, offers all): the
+class edition (graded_code.py) offers those that the term has released. The
+others get a sentence instead of the button, the Colab link and the menu
+entry, and their notebooks are not copied into the site.
+
 Colab opens only ``.ipynb`` files of a repository, so the ``colab_url`` of
 ``launch_buttons`` in ``_config.yml`` is taken out of the theme's launch menu
 (whose chapters are MyST Markdown) and used here, with the repository's URL
@@ -28,6 +34,11 @@ class ExerciseNotebook(SphinxDirective):
     def run(self):
         target = self.arguments[0]
         name = posixpath.basename(target)
+        offered = self.config.exercises_offered
+        if offered is not None and posixpath.splitext(name)[0] not in offered:
+            return [nodes.container("", nodes.paragraph(
+                text=f"The exercise notebook {name} is released by your instructor when the class "
+                     "reaches this chapter."), classes=["exercise-notebook", "exercise-unreleased"])]
         download = addnodes.download_reference(
             "", "", refdoc=self.env.docname, refdomain="", reftype="download", refexplicit=True,
             refwarn=False, reftarget=target,
@@ -84,6 +95,7 @@ def add_to_download_menu(app, pagename, templatename, context, doctree):
 
 def setup(app):
     app.add_config_value("exercise_colab_url", "", "env")
+    app.add_config_value("exercises_offered", None, "env")
     app.add_directive("exercise-notebook", ExerciseNotebook)
     app.connect("config-inited", take_colab_for_exercises)
     # after the theme has built its header buttons (priority 501)

@@ -18,7 +18,11 @@ signature and docstring, and its body
   execution cache (``<build>/.jupyter_cache`` beside ``<build>/class``): the
   same executed chapters, nothing executed again. Its launch buttons open no
   repository but the student repository (``class_edition_repository``), whose
-  exercise notebooks the Colab links open; without one, there are none.
+  exercise notebooks the Colab links open; without one, there are none. It
+  offers only the exercises that the term releases (``[term] released`` of the
+  course file: exercise_notebook.py), and refuses to start when one of them
+  would give away an answer of an assignment that is not closed
+  (``student-copy``'s rule).
 
 The chapters' sources (``_sources``, the executed notebooks offered for
 download) hold the directive, never the body.
@@ -34,6 +38,7 @@ from pathlib import Path
 from docutils import nodes
 from sphinx import addnodes
 from sphinx.directives.code import LiteralInclude
+from sphinx.errors import ConfigError
 from sphinx.util import logging
 from sphinx_design.shared import create_component, is_component
 
@@ -42,11 +47,29 @@ EDITIONS = ("open", "class")
 POINTS = re.compile(r"\s*\([^()]*\bpoints?\b[^()]*\)\s*$")
 
 
+def book_course(srcdir):
+    """The book's own course: the course file that AUTOGRADER_COURSE names (as for nbgrader), else
+    the one beside the book's configuration."""
+    from autograder.engine import course
+    return course.load(os.environ.get(course.ENVIRONMENT) or Path(srcdir, course.COURSE_FILE))
+
+
+def term_refusals(srcdir):
+    """Why the term of the book's course may not be published (student-copy's rule, or a term that
+    names no assignment of the course), or []."""
+    from autograder.engine.commands.student_copy import term_refusals
+    from autograder.engine.course import CourseError
+    try:
+        return term_refusals(book_course(srcdir))
+    except CourseError as error:
+        return [str(error)]
+
+
 def graded_functions(app):
     """{(file, name): Graded} of every function that an exercise of the course grades."""
     if not hasattr(app, "graded_functions"):
-        from autograder.engine import course, reference
-        this = course.load(Path(app.srcdir, course.COURSE_FILE))  # the book's own course
+        from autograder.engine import reference
+        this = book_course(app.srcdir)
         app.graded_functions = {(f.file, f.name): f for f in reference.all_graded(this)}
         app.graded_lines = reference.distinctive_lines(this, list(app.graded_functions.values()))
     return app.graded_functions
@@ -181,6 +204,10 @@ def set_edition(app, config):
     config.course_edition = edition
     if edition != "class":
         return
+    refusals = term_refusals(app.srcdir)
+    if refusals:
+        raise ConfigError("the class edition gives no answer away: " + "; ".join(refusals))
+    config.exercises_offered = list(book_course(app.srcdir).released)
     # the open edition's executed chapters: <build>/.jupyter_cache beside <build>/class/html
     config.nb_execution_cache_path = str(Path(app.outdir).resolve().parent.parent / ".jupyter_cache")
     options = config.html_theme_options

@@ -26,8 +26,10 @@ import json
 
 MARKER = 'class="interactive-figure"'                 # what interactive_site.py looks for in a page
 FONT = 13                                       # px: the charts' text, ≥ 80% of the body's
-# Tableau's colour-blind-safe palette, as the matplotlib figures use (tableau-colorblind10).
-BLUE, ORANGE, GREY = "#006BA4", "#FF800E", "#595959"
+# Colours of Tableau's colour-blind-safe palette (tableau-colorblind10, as the matplotlib figures
+# use), those with a contrast of 3:1 at least against the white background (WCAG 1.4.11): its
+# orange #FF800E and its lighter greys are not (tests/book/test_interactive.py measures them).
+BLUE, ORANGE, GREY, LIGHTER_GREY = "#006BA4", "#C85200", "#595959", "#898989"
 CONFIG = {"font": "sans-serif", "background": "white",
           "axis": {"labelFontSize": FONT, "titleFontSize": FONT},
           "legend": {"labelFontSize": FONT, "titleFontSize": FONT},
@@ -79,16 +81,19 @@ def alignment_explorer(source_words, target_words, weights):
                                  value=[{"target": targets[0]}],
                                  bind=alt.binding_radio(options=targets, name="Target word "))
     base = alt.Chart(alt.Data(values=rows))
-    matrix = base.mark_rect(stroke="white").encode(
+    # Each cell outlined, so that a weight near 0 (white) still shows its cell; the words not
+    # chosen are faded in their fill only.
+    matrix = base.mark_rect(stroke=GREY, strokeWidth=0.5).encode(
         x=alt.X("source:N", sort=sources, title="source word j", axis=alt.Axis(labelAngle=-30)),
         y=alt.Y("target:N", sort=targets, title="target word i (written)"),
         color=alt.Color("weight:Q", scale=alt.Scale(scheme="greys", domain=[0, 1]), title="weight α_ij"),
-        opacity=alt.condition(chosen, alt.value(1), alt.value(0.45)),
+        fillOpacity=alt.condition(chosen, alt.value(1), alt.value(0.45)),
     ).add_params(chosen).properties(width=230, height=200)
     values = base.mark_text(baseline="middle").encode(
         x=alt.X("source:N", sort=sources), y=alt.Y("target:N", sort=targets),
         text=alt.Text("weight:Q", format=".2f"),
-        color=alt.condition("datum.weight > 0.5", alt.value("white"), alt.value("black")))
+        # white on the dark cells of the chosen word; the others' fill is faded, light under black
+        color=alt.condition(chosen & (alt.datum.weight > 0.5), alt.value("white"), alt.value("black")))
     bars = base.mark_bar(color=BLUE).encode(
         x=alt.X("source:N", sort=sources, title="source word j", axis=alt.Axis(labelAngle=-30)),
         y=alt.Y("weight:Q", scale=alt.Scale(domain=[0, 1]), title="weight α_ij of the chosen word"),
@@ -151,7 +156,8 @@ def encoding_similarity(table, max_offset):
         x=alt.X("offset:Q", title="offset k between the two positions"),
         y=alt.Y("similarity:Q", title="dot product / its value at k = 0"), color=colour)
     chosen = sums.transform_filter("datum.offset == offset")
-    dots = chosen.mark_point(filled=True, size=90).encode(x="offset:Q", y="similarity:Q", color=colour)
+    dots = chosen.mark_point(filled=True, size=90, opacity=1).encode(   # Vega-Lite draws points at 0.7
+        x="offset:Q", y="similarity:Q", color=colour)
     values = chosen.mark_text(align="left", dx=8, dy=-10).encode(
         x="offset:Q", y="similarity:Q", color=colour, text=alt.Text("similarity:Q", format=".3f"))
     terms = base.transform_filter("datum.offset == offset").mark_bar().encode(
@@ -231,19 +237,23 @@ def flash_stepper(table, num_blocks):
                      bind=alt.binding_range(min=1, max=num_blocks, step=1, name="key blocks seen "))
     base = alt.Chart(alt.Data(values=table))
     colour = alt.Color("query:N", title="query", legend=alt.Legend(orient="top"),
-                       scale=alt.Scale(range=[BLUE, ORANGE, GREY, "#ABABAB"]))
+                       scale=alt.Scale(range=[BLUE, ORANGE, GREY, LIGHTER_GREY]))
 
-    def panel(quantity, log):
+    def panel(quantity, log, tick_format=alt.Undefined):
         rows = base.transform_filter(alt.datum.quantity == quantity)
-        y = alt.Y("value:Q", title=quantity, scale=alt.Scale(type="log") if log else alt.Undefined)
+        y = alt.Y("value:Q", title=quantity, scale=alt.Scale(type="log") if log else alt.Undefined,
+                  axis=alt.Axis(format=tick_format))
         seen = rows.transform_filter("datum.block <= blocks_seen").mark_line(point=True).encode(
             x=alt.X("block:Q", title="key blocks seen", scale=alt.Scale(domain=[1, num_blocks]),
                     axis=alt.Axis(tickMinStep=1, format="d")), y=y, color=colour)
-        ahead = rows.mark_line(strokeDash=[2, 3], opacity=0.35).encode(x="block:Q", y=y, color=colour)
+        # The blocks not seen yet: thin dashes in the same colours, not faded ones, which the
+        # legend's symbols would take and which a reader could not tell apart.
+        ahead = rows.mark_line(strokeDash=[2, 3], strokeWidth=1).encode(x="block:Q", y=y, color=colour)
         return (ahead + seen).properties(width=150, height=170)
 
+    # Sixteen decades in one format, powers of ten (d3's default writes 0.000001 beside 1e-8).
     return alt.hconcat(panel("running max m", False), panel("running sum ℓ", True),
-                       panel("distance to exact output", True)).add_params(step)
+                       panel("distance to exact output", True, tick_format=".0e")).add_params(step)
 
 
 def _visible(character):

@@ -26,8 +26,13 @@ SCREENSHOTS = COURSE.root / "_build" / "screenshots"
 
 @pytest.fixture(scope="session")
 def site(tmp_path_factory):
-    """The built website's folder (…/_build/html)."""
+    """The built website's folder (…/_build/html). It starts from the executed
+    chapters of `make book` (_build/.jupyter_cache), as a rebuild does: a chapter
+    whose code, or the code it imports, changed since is executed again."""
     out = tmp_path_factory.mktemp("site")
+    cache = COURSE.root / "_build" / ".jupyter_cache"
+    if cache.is_dir():
+        shutil.copytree(cache, out / "_build" / ".jupyter_cache")
     result = subprocess.run([*BUILD, str(COURSE.root), "--path-output", str(out)],
                             capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]

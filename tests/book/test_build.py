@@ -126,11 +126,20 @@ def test_bibliography_lists_every_paper_with_a_doi_or_arxiv_id(site):
     for author in ("Bahdanau", "Luong", "Vaswani", "Cho", "Sutskever", "Jianlin Su"):
         assert author in text, author
     # A technical report with neither (GPT, GPT-2) links to where its publisher keeps it.
-    reports = len(re.findall(r"^@techreport\{", (COURSE.root / "book" / "references.bib").read_text(), re.M))
+    bib = (COURSE.root / "book" / "references.bib").read_text()
+    reports = len(re.findall(r"^@techreport\{", bib, re.M))
+    # A paper in proceedings that have no DOI and no copy online of their own has no link;
+    # each is named here: Widrow and Hoff (1960), in the IRE WESCON Convention Record.
+    unlinked = {"widrow1960adaptive": "Adaptive Switching Circuits"}
+    for key in unlinked:
+        entry = re.search(r"^@(\w+)\{" + key + r",(.*?)^\}", bib, re.M | re.S)
+        assert entry and entry[1] == "inproceedings" and not re.search(r"^\s*(doi|eprint|url)\s*=", entry[2], re.M), key
     without = []
     for entry in entries:
         links = [a["href"] for a in entry.find_all("a", href=True)]
         if not any(href.startswith(("https://doi.org/", "https://arxiv.org/abs/")) for href in links):
+            if any(title.lower() in entry.get_text(" ", strip=True).lower() for title in unlinked.values()):
+                continue
             without.append(entry.get_text(" ", strip=True))
             assert any(href.startswith("https://") for href in links), without[-1]
     assert len(without) <= reports, without

@@ -2,8 +2,14 @@
 (its pages' text, their sources, the search index, the notebooks offered for download, the
 PDF), while the open edition prints every body it lists, folded, and in the PDF's appendices:
 the same search finds them there, so it can fail. The class edition is built from the open
-edition's execution cache (the site of conftest.py), which it must not need to fill again."""
+edition's execution cache (the site of conftest.py), which it must not need to fill again.
 
+Issue 40: the class edition offers only the exercises that the term releases (course.toml's
+[term]); with the default term, none, and no exercise notebook is in the site. A term that
+would give away an answer of an assignment that is not closed is refused before any build work;
+one that closes it builds, from the same cache, and offers the exercises it releases."""
+
+import os
 import re
 import subprocess
 import sys
@@ -12,25 +18,44 @@ from types import SimpleNamespace
 
 import pytest
 from bs4 import BeautifulSoup
+from sphinx.errors import ConfigError
 
 from autograder.engine import course, reference
-from tests.support import COURSE
+from tests.support import COURSE, EARLIER, GIVER, TAKER, course_file
 
 BUILD_EDITION = COURSE.root / "book" / "_ext" / "build_edition.py"
 sys.path.insert(0, str(BUILD_EDITION.parent))
-import graded_code  # noqa: E402  (the book's extension)
+import build_edition  # noqa: E402  (the book's extensions)
+import graded_code  # noqa: E402
+
+UNRELEASED = "released by your instructor"
+
+
+def build_class_edition(build, *options, term_file=None):
+    """The class edition built into `build` (beside the open edition's, whose execution cache it
+    reads), with the term of this course's file, or of the course file `term_file`."""
+    env = {key: value for key, value in os.environ.items() if key != course.ENVIRONMENT}
+    env |= {"COURSE_EDITION": "class", **({course.ENVIRONMENT: str(term_file)} if term_file else {})}
+    result = subprocess.run([sys.executable, BUILD_EDITION, str(COURSE.root), str(build), "-W", "-n", "--keep-going",
+                             *options], capture_output=True, text=True, timeout=900, env=env)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    assert "Executing" not in result.stdout, "the class edition executed chapters: it should reuse the cache"
+    return build
 
 
 @pytest.fixture(scope="session")
 def class_site(site):
-    """The class edition's build folder (…/_build/class), beside the open edition's."""
-    build = site.parent / "class"
-    result = subprocess.run([sys.executable, BUILD_EDITION, str(COURSE.root), str(build), "-W", "-n", "--keep-going"],
-                            capture_output=True, text=True, timeout=900,
-                            env={**__import__("os").environ, "COURSE_EDITION": "class"})
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
-    assert "Executing" not in result.stdout, "the class edition executed chapters: it should reuse the cache"
-    return build
+    """The class edition's build folder (…/_build/class), beside the open edition's: the default
+    term, nothing released."""
+    return build_class_edition(site.parent / "class")
+
+
+@pytest.fixture(scope="session")
+def term_site(site, tmp_path_factory):
+    """The class edition's website (…/_build/term) in a term that has released multi_head and the
+    assignments whose answers it gives, and closed those."""
+    term = course_file(tmp_path_factory.mktemp("term"), [*EARLIER, GIVER, TAKER], [*EARLIER, GIVER])
+    return build_class_edition(site.parent / "term", "--no-pdf", term_file=term)
 
 
 @pytest.fixture(scope="session")
@@ -68,13 +93,14 @@ def text_of(path):
     return BeautifulSoup(text, "html.parser").get_text() if path.suffix == ".html" else text
 
 
-def leaks(folder, bodies):
+def leaks(folder, bodies, closed=()):
     """{file: names of the graded bodies it holds} under `folder`. An exercise notebook offered
-    for download may hold those its given cells hand the student (student-copy says which)."""
+    for download may hold those its given cells hand the student (student-copy says which) of
+    the assignments `closed`, and no other."""
     found = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and ".doctrees" not in p.parts):
         exercise = path.suffix == ".ipynb" and "_downloads" in path.parts and path.stem in course.assignments(COURSE)
-        given = set(reference.given(COURSE, path.stem)) if exercise else set()
+        given = {f for f in reference.given(COURSE, path.stem) if f.assignment in closed} if exercise else set()
         searched = {function: [squeezed(line) for line in lines] if path.suffix == ".pdf" else lines
                     for function, lines in bodies.items() if function not in given}
         names = {f"{function.module}.{function.name}" for function, _ in reference.leaked(text_of(path), searched)}
@@ -88,6 +114,64 @@ def test_the_class_edition_prints_no_graded_body(class_site, bodies):
     for name in course.assignments(COURSE):  # the chapter's source and executed notebook, offered for download
         assert {f"{name}.md", f"{name}.ipynb"} <= {p.name for p in (class_site / "html" / "_sources" / "book").iterdir()}
     assert leaks(class_site, bodies) == {}
+
+
+def exercise_offer(page):
+    """(the download link's file name or None, whether the download menu offers it, the sentence
+    said instead or None) of a chapter's page."""
+    soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+    link = soup.select_one("a.exercise-download")
+    sentence = soup.select_one(".exercise-unreleased")
+    return (link["href"].rpartition("/")[2] if link else None, bool(soup.select(".btn-download-exercise-button")),
+            sentence.get_text(" ", strip=True) if sentence else None)
+
+
+def test_the_default_term_offers_no_exercise(class_site):
+    """No exercise notebook in the site (downloads, sources, anywhere), no button, no Colab link, no
+    menu entry: a sentence instead."""
+    exercises = {(COURSE.exercises / f"{name}.ipynb").read_bytes() for name in course.assignments(COURSE)}
+    assert not [p for p in class_site.rglob("*.ipynb") if p.read_bytes() in exercises]
+    for name in course.assignments(COURSE):
+        link, in_menu, sentence = exercise_offer(class_site / "html" / "book" / f"{name}.html")
+        assert link is None and not in_menu and UNRELEASED in sentence and f"{name}.ipynb" in sentence, name
+
+
+def test_the_open_edition_offers_every_exercise(site):
+    for name in course.assignments(COURSE):
+        link, in_menu, sentence = exercise_offer(site / "book" / f"{name}.html")
+        assert (link, in_menu, sentence) == (f"{name}.ipynb", True, None), name
+
+
+def test_a_term_that_would_give_an_open_answer_away_is_refused_before_any_build(tmp_path, monkeypatch, capsys):
+    """scaled_dot_product open (or not released) and multi_head released: refused, naming them."""
+    for released in ([*EARLIER, GIVER, TAKER], [*EARLIER, TAKER]):
+        monkeypatch.setenv("COURSE_EDITION", "class")
+        monkeypatch.setenv(course.ENVIRONMENT, str(course_file(tmp_path, released, EARLIER)))
+        with pytest.raises(SystemExit) as exit:
+            build_edition.main([str(COURSE.root), str(tmp_path / "build")])
+        said = capsys.readouterr().err
+        assert exit.value.code == 1 and not (tmp_path / "build").exists()
+        assert f"the exercise {TAKER} is released" in said and f"of the assignment {GIVER}," in said, said
+        assert all(f.name in said for f in reference.given(COURSE, TAKER) if f.assignment == GIVER)
+        # and a build of the class edition by jupyter-book itself stops at its configuration
+        with pytest.raises(ConfigError, match=f"the exercise {TAKER} is released"):
+            graded_code.set_edition(SimpleNamespace(outdir=str(tmp_path / "html"), srcdir=str(COURSE.root)),
+                                    SimpleNamespace(course_edition="class"))
+
+
+def test_a_term_that_closed_the_giver_offers_what_it_released(term_site, bodies):
+    released = [*EARLIER, GIVER, TAKER]
+    downloads = sorted(p.stem for p in (term_site / "html" / "_downloads").rglob("*.ipynb"))
+    assert downloads == sorted(released)
+    for name in course.assignments(COURSE):
+        link, in_menu, sentence = exercise_offer(term_site / "html" / "book" / f"{name}.html")
+        if name in released:
+            assert (link, in_menu, sentence) == (f"{name}.ipynb", True, None), name
+        else:
+            assert link is None and not in_menu and UNRELEASED in sentence, name
+    # multi_head.ipynb and bahdanau.ipynb hand over answers of closed assignments; nothing else does
+    assert {path.stem for path in leaks(term_site, bodies)} == {TAKER, "bahdanau"}
+    assert leaks(term_site, bodies, closed=[*EARLIER, GIVER]) == {}
 
 
 def test_the_open_edition_prints_every_listed_body_folded_and_in_the_pdf(site, bodies):
@@ -141,7 +225,7 @@ def test_a_student_repository_is_the_only_one_the_class_edition_opens():
                                  class_edition_branch="spring", nb_execution_cache_path="",
                                  html_theme_options={"repository_url": "https://github.com/x/course",
                                                      "repository_branch": "main", "launch_buttons": dict(launch)})
-        graded_code.set_edition(SimpleNamespace(outdir="/b/_build/class/html"), config)
+        graded_code.set_edition(SimpleNamespace(outdir="/b/_build/class/html", srcdir=str(COURSE.root)), config)
         return config
 
     config = configured("https://github.com/x/students")
@@ -149,4 +233,5 @@ def test_a_student_repository_is_the_only_one_the_class_edition_opens():
                                          "repository_branch": "spring",
                                          "launch_buttons": {"colab_url": launch["colab_url"]}}
     assert config.nb_execution_cache_path == str(Path("/b/_build/.jupyter_cache"))
+    assert config.exercises_offered == list(COURSE.released) == []
     assert configured("").html_theme_options == {"repository_url": "", "launch_buttons": {}}

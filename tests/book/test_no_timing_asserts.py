@@ -16,6 +16,11 @@ TIMERS = {"time", "time_ns", "process_time", "process_time_ns", "perf_counter", 
 ABSOLUTE, RELATIVE = "a time", "a ratio of times"
 
 
+def strongest(kinds):
+    kinds = set(kinds)
+    return ABSOLUTE if ABSOLUTE in kinds else RELATIVE if RELATIVE in kinds else None
+
+
 def chapter_code(text):
     """The Python of a MyST chapter's code cells, without their options and IPython magics."""
     cells = []
@@ -28,11 +33,25 @@ def chapter_code(text):
     return "\n".join(cells)
 
 
+def path(node):
+    """`cost[name]["seconds"]` as ("cost", None, "seconds"): a name, then its constant keys (None: any)."""
+    if isinstance(node, ast.Name):
+        return (node.id,)
+    if isinstance(node, ast.Subscript) and (base := path(node.value)):
+        key = node.slice
+        return base + (key.value if isinstance(key, ast.Constant) else None,)
+    return None
+
+
+def overlap(a, b):
+    return all(x is None or y is None or x == y for x, y in zip(a, b))
+
+
 class Times:
-    """Which names hold a measured time (ABSOLUTE) or a ratio of two (RELATIVE)."""
+    """Which values hold a measured time (ABSOLUTE) or a ratio of two (RELATIVE), by their path."""
 
     def __init__(self, tree):
-        self.names = {}
+        self.paths = {}
         for _ in range(4):                                   # to a fixed point, whatever the order
             for node in ast.walk(tree):
                 self.learn(node)
@@ -41,8 +60,8 @@ class Times:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TIMERS \
                 and isinstance(node.func.value, ast.Name) and node.func.value.id in {"time", "timeit"}:
             return ABSOLUTE
-        if isinstance(node, ast.Name):
-            return self.names.get(node.id)
+        if (where := path(node)) is not None:
+            return strongest(kind for known, kind in self.paths.items() if overlap(known, where))
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv)):
             top, bottom = self.kind(node.left), self.kind(node.right)
             if top and bottom:                               # seconds / seconds: no unit left
@@ -52,19 +71,33 @@ class Times:
             return self.kind(node.value)
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
             return self.kind(node.elt)
-        kinds = {self.kind(child) for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr)}
-        return ABSOLUTE if ABSOLUTE in kinds else RELATIVE if RELATIVE in kinds else None
+        return strongest(self.kind(child) for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr))
 
     def taint(self, target, kind):
         if not kind:
             return
-        while isinstance(target, (ast.Subscript, ast.Attribute, ast.Starred)):
+        if isinstance(target, ast.Starred):
             target = target.value
-        if isinstance(target, ast.Name):
-            self.names[target.id] = ABSOLUTE if ABSOLUTE in (kind, self.names.get(target.id)) else kind
-        elif isinstance(target, (ast.Tuple, ast.List)):
+        if isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
                 self.taint(element, kind)
+        elif (where := path(target)) is not None:
+            self.paths[where] = strongest((kind, self.paths.get(where)))
+
+    def taint_loop(self, target, iterable):
+        """`for key, times in seconds.items()`: the times, not the key; likewise enumerate's index
+        and each of zip's sequences."""
+        if isinstance(target, ast.Tuple) and isinstance(iterable, ast.Call):
+            function = iterable.func
+            if isinstance(function, ast.Name) and function.id == "zip" and len(iterable.args) == len(target.elts):
+                for element, sequence in zip(target.elts, iterable.args):
+                    self.taint(element, self.kind(sequence))
+                return
+            if isinstance(function, ast.Attribute) and function.attr == "items" and len(target.elts) == 2:
+                return self.taint(target.elts[1], self.kind(function.value))
+            if isinstance(function, ast.Name) and function.id == "enumerate" and len(target.elts) == 2:
+                return self.taint(target.elts[1], self.kind(iterable.args[0]))
+        self.taint(target, self.kind(iterable))
 
     def learn(self, node):
         if isinstance(node, ast.Assign):
@@ -73,7 +106,7 @@ class Times:
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and node.value is not None:
             self.taint(node.target, self.kind(node.value))
         elif isinstance(node, (ast.For, ast.comprehension)):
-            self.taint(node.target, self.kind(node.iter))
+            self.taint_loop(node.target, node.iter)
         elif isinstance(node, ast.NamedExpr):
             self.taint(node.target, self.kind(node.value))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
@@ -112,6 +145,8 @@ RULE_CASES = {
     "assert max(times) < 0.5": True,
     "took = {}\nfor n in 'ab':\n    s = time.process_time()\n    took[n] = time.process_time() - s\n"
     "assert 0.1 < took['a']": True,
+    "took = []\nfor n in range(2):\n    s = time.process_time()\n    took.append(time.process_time() - s)\n"
+    "for n, seconds in zip(range(2), took):\n    assert seconds < 5": True,
     # two times measured in the same run, or their ratio against a margin: allowed
     "a = []; b = []\ns = time.perf_counter(); a.append(time.perf_counter() - s)\n"
     "s = time.perf_counter(); b.append(time.perf_counter() - s)\n"
@@ -119,6 +154,11 @@ RULE_CASES = {
     "assert growth['a'] > 2 and growth['b'] < growth['a'] / 3": False,
     "s = time.perf_counter(); x = time.perf_counter() - s\ny = time.perf_counter() - s\nassert x < y": False,
     "assert plain_bytes[-1] > 500 * MiB": False,
+    # memory measured in the same loop as the time is not a time
+    "cost = {'a': {'seconds': [], 'bytes': []}}\nfor name in cost:\n    cpu = time.process_time()\n"
+    "    cost[name]['bytes'].append(work())\n    cost[name]['seconds'].append(time.process_time() - cpu)\n"
+    "for T, peak, seconds in zip(LENGTHS, cost['a']['bytes'], cost['a']['seconds']):\n    print(T)\n"
+    "assert T > 3 and cost['a']['bytes'][-1] > 500": False,
 }
 
 

@@ -140,6 +140,20 @@ def flash_sum_not_rescaled(Q, K, V, block_size=64, causal=False):
     return output, logsumexp
 
 
+def _output_not_rescaled():
+    """flash_sum_not_rescaled with the other rescaling left out: the sum's kept, the output's dropped."""
+    notebook = submission(SLUG, {**students.CORRECT, "flash_attention": flash_sum_not_rescaled})
+    for cell in notebook.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "flash_attention":
+            for wrong, right in (("total = total + weights.sum(axis=-1, keepdims=True)  # the mistake: not rescaled",
+                                  "total = np.exp(top - shift) * total + weights.sum(axis=-1, keepdims=True)"),
+                                 ("accumulated = np.exp(top - shift) * accumulated + weights @ V[..., k0:k0 + block_size, :]",
+                                  "accumulated = accumulated + weights @ V[..., k0:k0 + block_size, :]  # the mistake")):
+                assert wrong in cell.source
+                cell.source = cell.source.replace(wrong, right)
+    return notebook
+
+
 def gqa_tiled(Q, K, V, params, num_heads, num_kv_heads, mask=None):
     if num_heads % num_kv_heads != 0:
         raise ValueError(f"num_heads={num_heads} is not a multiple of num_kv_heads={num_kv_heads}")
@@ -170,6 +184,9 @@ def graded(tmp_path_factory):
         write(folder, name, notebook, SLUG)
     write(folder, "sum-not-rescaled", submission(SLUG, {**students.CORRECT, "flash_attention": flash_sum_not_rescaled}),
           SLUG)
+    write(folder, "output-not-rescaled", _output_not_rescaled(), SLUG)
+    write(folder, "keys-scaled-once", submission(SLUG, {**students.CORRECT, "flash_attention_backward":
+                                                        students.flash_backward_keys_scaled_once}), SLUG)
     write(folder, "gqa-tiled", submission(SLUG, {**students.CORRECT,
                                                  "grouped_query_attention": gqa_tiled}), SLUG)
     out = tmp_path_factory.mktemp("out")
@@ -193,13 +210,22 @@ def test_no_cheat_scores_more_than_the_honest_untiled_version(graded, cheat):
         assert details[cheat, SLUG][check]["score"] == "0"
 
 
-def test_a_failed_visible_check_shows_the_cause_the_hidden_check_names(graded):
+@pytest.mark.parametrize("student, cause", [("sum-not-rescaled", "the running sum is not rescaled"),
+                                            ("output-not-rescaled", "the accumulated output is not rescaled")])
+def test_the_visible_check_names_the_cause_the_hidden_check_would(graded, student, cause):
     grades, details = graded
-    message = details["sum-not-rescaled", SLUG]["test_flash_attention"]["message"]
-    assert message.startswith("the output with block_size=3: ")  # the visible check's own sentence
-    assert message.endswith("The hidden checks find why: the running sum is not rescaled by exp(m_old − m_new) "
-                            "when the running maximum grows.")
-    assert grades["sum-not-rescaled", SLUG]["score"] == "10"  # only the task's own points
+    message = details[student, SLUG]["test_flash_attention"]["message"]
+    assert message.startswith("(logsumexp, output) of one query and 4 keys in 2 blocks of 2: ")  # the visible check
+    assert f"{cause} by exp(m_old − m_new) when the running maximum grows" in message
+    assert message.count("not rescaled") == 1
+    assert grades[student, SLUG]["score"] == "10"  # only the task's own points
+
+
+def test_a_right_backward_that_scales_the_keys_once_is_told_nothing(graded):
+    # it holds a (T_k, d) array more than the reference: within the visible memory budget
+    grades, details = graded
+    assert grades["keys-scaled-once", SLUG]["score"] == "15"
+    assert not details["keys-scaled-once", SLUG]["test_flash_attention_backward"]["message"]
 
 
 def test_the_visible_check_names_np_tile_itself(graded):

@@ -1,13 +1,12 @@
 """The exercise on linear attention, graded as a class would hand it in: the memory decides points
 only where the student's code cannot reach it.
 
-Whether `linear_attention` forms a `(T, T)` array is decided by `harness.call_in_memory` (T = 16384
-under a hard cap, outside the notebook's process); the visible cell's `peak_memory` at T = 4096 is a
-hint that it prints, as in the exercise on attention at scale. It used to be a check, measured in
-the student's process (redefining `peak_memory` passed it), whose message said "it forms an array
-as large as the (T, T) matrix" of code that forms none: similarities 256 rows at a time, quadratic
-in time and 16.7 MiB at T = 4096, were blamed for a 128 MiB array. Such code still loses the task's
-points, in the hidden check, with a message that says what happened.
+Whether `linear_attention` keeps a state of fixed size is decided by `harness.call_in_memory` (T = 16384,
+d = 8 and T = 4096, d = 64 under hard caps, outside the notebook's process); the visible cell measures
+the same rule with `peak_memory` and fails beyond three times the size of the inputs, but a student may
+redefine `peak_memory`: the points are the hidden check's. Its message says what happened, never a
+cause the code may not have: similarities 256 rows at a time (no (T, T) array) were once blamed for
+"an array as large as the (T, T) matrix".
 """
 
 import numpy as np
@@ -43,6 +42,11 @@ def unfinished(X):
 def graded(tmp_path_factory):
     folder = tmp_path_factory.mktemp("submissions")
     write(folder, "rows", submission(SLUG, {**students.CORRECT, "linear_attention": rows_at_a_time}), SLUG)
+    cumulative = submission(SLUG, {**students.CORRECT, "linear_attention": students.linear_attention_cumulative_states})
+    for cell in cumulative.cells:  # with the notebook's memory meter silenced: only the hidden rule can see it
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "linear_attention":
+            cell.source = "def peak_memory(function, *args, **kwargs):\n    return function(*args, **kwargs), 0\n\n" + cell.source
+    write(folder, "cumulative-states", cumulative, SLUG)
     write(folder, "no-elu", submission(SLUG, {**students.CORRECT, "elu_feature_map": unfinished}), SLUG)
     out = tmp_path_factory.mktemp("out")
     process = run_grader("grade", folder, "--out", out, "--workers", 1)
@@ -54,8 +58,15 @@ def test_code_that_forms_no_square_array_is_not_told_it_does(graded):
     grades, details = graded
     message = details["rows", SLUG]["test_linear_attention"]["message"]
     assert "as large as the (T, T) matrix" not in message
-    assert "did not fit in 64 MiB of memory on T=16384" in message  # the hidden check, outside its reach
+    assert "held" in message and "more than expected" in message  # the visible check, which names no cause
     assert grades["rows", SLUG]["score"] == "9"  # only the task's own points
+
+
+def test_one_state_per_position_loses_the_task_at_d_64_whatever_the_notebook_measures(graded):
+    grades, details = graded
+    message = details["cumulative-states", SLUG]["test_linear_attention"]["message"]
+    assert message.startswith("linear_attention did not run within 96 MiB on T=4096, d_k=d_v=64, causal=True")
+    assert grades["cumulative-states", SLUG]["score"] == "9"
 
 
 def test_an_unfinished_feature_map_costs_only_its_own_point(graded):

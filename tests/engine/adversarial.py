@@ -307,6 +307,34 @@ CHEATS = [
                     continue
           '''),
           flag="solutions"),
+    Cheat("shell-search-disk",
+          "searches the disk with a shell command for the reference, the checks or the instructor's "
+          "notebook, and uses what it finds",
+          cell('''
+            found = !find / \\( -path /proc -o -path /sys -o -path /usr -o -name site-packages \\) -prune -o \\( -name "scaled_dot_product*" -o -path "*/checks/*.py" -o -path "*/solutions/*.py" \\) -print 2>/dev/null
+            print("the shell found", len(found), "files")
+            for path in found:
+                try:
+                    namespace = {}
+                    exec(open(path).read(), namespace)
+                    softmax = namespace["softmax"]
+                    print("the shell found a softmax in", path)
+                except Exception:
+                    continue
+          ''')),
+    Cheat("shell-daemon",
+          "starts processes from a shell command (setsid, nohup) to outlive the notebook",
+          cell('''
+            %%bash
+            cp /usr/bin/sleep /tmp/cheat-shell-kid
+            (setsid /tmp/cheat-shell-kid 600 &)
+            nohup /tmp/cheat-shell-kid 600 > /dev/null 2>&1 &
+          ''')),
+    Cheat("shell-in-hidden-call",
+          "softmax asks the shell for the grader's processes and files once the hidden checks call it",
+          on_hidden_calls('''
+            print(get_ipython().getoutput("ps -ef; ls -R /work /root"))
+          ''')),
     Cheat("write-gradebook",
           "writes grades (gradebook.db, grades.csv) into every folder it can name",
           cell('''

@@ -61,6 +61,10 @@ def duplicated_solution(cells, index):
     cells.insert(index("softmax") + 1, copy)
 
 
+def crashing_softmax_cell(cells, index):
+    cells[index("softmax")].source = "raise RuntimeError('oops')\n" + cells[index("softmax")].source
+
+
 def deleted_check(cells, index):
     del cells[index("test_attention")]
 
@@ -93,6 +97,7 @@ STATES = {  # student -> (SLUG notebook or text, expected status)
     "submitted-memory-hog": (lambda: with_extra_cell(submission(SLUG, CORRECT),
                                                      "hog = np.ones((1024, 1024, 1024))"), "resource-limit"),
     "submitted-os-exit": (lambda: submission(SLUG, {**CORRECT, "softmax": exiting_softmax}), "crashed"),
+    "submitted-crashing-cell": (lambda: edited(submission(SLUG, CORRECT), crashing_softmax_cell), "graded"),
     "submitted-asks-input": (lambda: submission(SLUG, {**CORRECT, "causal_mask": asking_causal_mask}),
                              "graded"),
 }
@@ -152,12 +157,20 @@ def test_untouched_student_notebook_scores_zero(graded, slug):
 def test_each_mistake_loses_points_with_a_reason(graded, slug, mistake):
     _, grades, details, _ = graded
     student, checks = f"submitted-{mistake}", details[f"submitted-{mistake}", slug]
-    failing = "test_" + implementations(slug).MISTAKES[mistake][2].removeprefix("check_")
+    failing = _check_cell(slug, implementations(slug).MISTAKES[mistake][2])
     assert grades[student, slug]["status"] == "graded"
     assert 0 < float(grades[student, slug]["score"]) < max_score(slug)
     assert checks[failing]["score"] == "0"
     assert checks[failing]["message"]  # one sentence saying why
     assert "Traceback" not in checks[failing]["message"]
+
+
+def _check_cell(slug, check):
+    """The grade_id of the check cell whose hidden part calls `check` (a task's resource rule is a
+    check of its own, in the task's cell)."""
+    notebook = nbformat.read(COURSE.notebook(slug), as_version=4)
+    return next(cell.metadata["nbgrader"]["grade_id"] for cell in notebook.cells
+                if cell.metadata.get("nbgrader", {}).get("grade") and f"{check}(" in cell.source)
 
 
 @pytest.mark.parametrize("student", STATES)
@@ -215,6 +228,13 @@ def test_input_fails_fast_with_a_plain_reason(graded):
     _, _, details, _ = graded
     message = details["submitted-asks-input", SLUG]["test_causal_mask"]["message"]
     assert "input()" in message
+
+
+def test_a_check_names_the_student_s_cell_whose_error_left_its_function_undefined(graded):
+    _, _, details, _ = graded
+    message = details["submitted-crashing-cell", SLUG]["test_softmax"]["message"]
+    assert re.fullmatch(r"`softmax` is not defined because your answer cell of task “[^”]+” raised "
+                        r"RuntimeError: oops", message), message
 
 
 def test_a_submission_that_kills_its_process_is_reported_as_crashed(graded):

@@ -20,6 +20,7 @@ from nbformat.v4 import new_code_cell
 
 from autograder.engine import course
 from autograder.engine.collect import FLAT, NBGRADER
+from autograder.engine.messages import caused_by
 from tests.support import ROOT
 from autograder.samples import nbgrader_quickstart as quickstart
 from autograder.samples.submissions import SLUG, implementations, submission, write
@@ -240,3 +241,26 @@ def test_the_readme_describes_every_setting_of_the_course_file():
     for setting in course.SETTINGS:
         assert f"| `{setting.key}` |" in readme, setting.key
     assert "## Grading your own nbgrader course" in readme
+
+
+def test_a_test_cell_names_the_student_s_cell_whose_error_left_its_name_undefined(batch):
+    _, _, _, out = batch
+    row = details(out)["crashing", "ps1"]["problem1/correct_sum_of_squares"]
+    assert row["score"] == "0"
+    assert row["message"] == ("`sum_of_squares` is not defined because your cell `sum_of_squares` raised "
+                              "ModuleNotFoundError: No module named 'undefined_module_of_nobody'")
+
+
+def test_a_name_error_names_a_cause_only_when_that_cell_alone_was_to_define_the_name():
+    missing = {"ename": "NameError", "evalue": "name 'num_permutation' is not defined"}
+    crash = {"ename": "RuntimeError", "evalue": "oops"}
+    defining = "def num_permutation(n):\n    return n\nraise RuntimeError('oops')"
+    assert caused_by(missing, [("your cell `combinations`", defining, crash, True)]) == (
+        "`num_permutation` is not defined because your cell `combinations` raised RuntimeError: oops")
+    for earlier in ([("your cell `combinations`", "x = 1", crash, True)],  # it was not to define it
+                    [("your cell `combinations`", defining, None, True)],  # it did not raise
+                    [("a given cell", defining, crash, False)],  # not the student's
+                    [("your cell `a`", defining, crash, True),  # another cell defines it too
+                     ("your cell `b`", "num_permutation = 1", None, True)]):
+        assert caused_by(missing, earlier) is None, earlier
+    assert caused_by(crash, [("your cell `combinations`", defining, crash, True)]) is None

@@ -89,6 +89,21 @@ def test_an_unreadable_notebook_is_not_ready(tmp_path, content, expected):
     assert code == 1 and expected in "\n".join(lines)
 
 
+def test_a_4_4_notebook_whose_cells_have_ids_is_read_as_4_5(tmp_path):
+    """nbgrader's generate_assignment gives a 4.4 notebook's cells ids; stock autograde grades it."""
+    from autograder.engine.grade import read_notebook
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    notebook.nbformat_minor = 4
+    path = tmp_path / "old.ipynb"
+    path.write_text(json.dumps(notebook))  # the cell keeps the id that 4.4 does not define
+    assert read_notebook(path).cells[0].id == notebook.cells[0].id
+    notebook.cells[0].id = "not a valid id!"
+    path.write_text(json.dumps(notebook))
+    with pytest.raises(ValueError, match="not a valid notebook"):
+        read_notebook(path)
+
+
 def test_the_assignment_comes_from_the_name_or_the_option(tmp_path):
     path = write(tmp_path, "me", submission(SLUG, CORRECT))
     renamed = path.rename(tmp_path / "my homework.ipynb")

@@ -20,7 +20,9 @@ def add(commands):
     parser.add_argument("submissions", type=Path, metavar="SUBMISSIONS",
                         help="a folder <student_id>/<assignment>.ipynb, or nbgrader's submitted/ "
                              "<student_id>/<assignment>/<notebook>.ipynb, a .zip of either, or a "
-                             "learning-management system's export (see --lms-pattern)")
+                             "learning-management system's export (see --lms-pattern); for an nbgrader "
+                             "course, its folder: its CourseDirectory.submitted_directory, graded as "
+                             "nbgrader autograde grades it, into its autograded_directory and gradebook")
     parser.add_argument("--out", type=Path, required=True,
                         help="folder for the results (re-running into it grades only what changed)")
     parser.add_argument("--shard", type=_shard, default=None, metavar="I/N",

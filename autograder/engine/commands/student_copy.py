@@ -1,18 +1,21 @@
 """`python -m autograder student-copy DIR [NAME ...]`: what an instructor may publish for students.
 
-Writes into DIR (new or empty) the released exercise notebooks (the course
-file's `exercises`; all, or the assignments NAME), the files of the course
+Writes into DIR (new or empty) the exercise notebooks that the term releases
+(the course file's `[term] released`, from its `exercises`; all of them, or the
+assignments NAME), the files of the course
 file's `[student_copy] include` (the class edition's sources: chapters that
 show the graded functions' signatures, never their bodies) and, as its
 README.md, the section `[student_copy] readme_section` of `readme`. Never the
 reference packages, the hidden checks' package, the instructor notebooks
 (`source`) or the other private packages: an include that holds any of them
-is refused. The copy is then read back: a file that holds a line of a hidden
-check, or of a graded function's body, stops the command, and DIR is left
-for the instructor to inspect. The one exception, said on the way out: an
-exercise's given cells hand the student earlier assignments' functions (the
-reference's own code), whose bodies are those assignments' answers: publish
-an exercise once the assignments it gives have been graded.
+is refused. An exercise's given cells hand the student earlier assignments'
+functions (the reference's own code), whose bodies are those assignments'
+answers: a term that releases an exercise whose given cells hold an answer of
+an assignment that is not closed (`[term] closed`: released and graded) is
+refused before anything is written, naming the exercise, the functions and
+the assignment. The copy is then read back: a file that holds a line of a
+hidden check, or of a graded function's body (other than those given cells'),
+stops the command, and DIR is left for the instructor to inspect.
 """
 
 import re
@@ -30,7 +33,8 @@ def add(commands):
                              "sources, without the reference code or hidden checks",
         description=__doc__.partition("\n\n")[2])
     parser.add_argument("dir", type=Path, metavar="DIR", help="the folder to write (new or empty)")
-    parser.add_argument("assignments", nargs="*", metavar="NAME", help="the exercises to copy (default: all)")
+    parser.add_argument("assignments", nargs="*", metavar="NAME",
+                        help="the exercises to copy (default: all that the term releases)")
     return parser
 
 
@@ -73,6 +77,25 @@ def readme_section(path, heading):
     return f"# {heading}\n" + text[match.end():end.start() if end else len(text)].rstrip() + "\n"
 
 
+def term_refusals(course):
+    """[message] for each (released exercise, assignment) where the exercise's given cells hold
+    answers of that assignment while it is open (released, not closed) or not released:
+    releasing the exercise would give those answers away."""
+    refusals = []
+    for name in course.released:
+        answers = {}  # {assignment: names of its graded functions that the given cells hold}
+        for function in reference.given(course, name):
+            if function.assignment not in course.closed:
+                answers.setdefault(function.assignment, []).append(function.name)
+        for other, functions in answers.items():
+            state, remedy = ("open (released, not closed)", f"close {other} once it is graded") \
+                if other in course.released else ("not released", f"release {other} and close it once it is graded")
+            refusals.append(f"the exercise {name} is released, but its given cells hold the bodies of "
+                            f"{', '.join(functions)}, the answers of the assignment {other}, which is {state}: "
+                            f"{remedy} ([term] in {course.file.name}), or take {name} out of [term] released")
+    return refusals
+
+
 def leaks(course, folder):
     """[(file, what)] of the files under `folder` that hold a hidden check or a graded body
     (other than the bodies that an exercise's given cells hold, by design)."""
@@ -100,9 +123,17 @@ def run(course, args, parser):
     unknown = sorted(set(args.assignments) - set(assignments(course)))
     if unknown:
         parser.error(f"not an assignment of this course: {', '.join(unknown)}")
+    unreleased = [name for name in args.assignments if name not in course.released]
+    if unreleased:
+        parser.error(f"not released this term ([term] released in {course.file.name}): {', '.join(unreleased)}")
+    refusals = term_refusals(course)
+    for refusal in refusals:
+        print(f"error: {refusal}", file=sys.stderr)
+    if refusals:
+        return 1
     if args.dir.exists() and (not args.dir.is_dir() or any(args.dir.iterdir())):
         parser.error(f"{args.dir} exists and is not an empty folder")
-    names = args.assignments or assignments(course)
+    names = args.assignments or [name for name in assignments(course) if name in course.released]
     try:
         files = included_files(course, course.student_copy_include)
         heading = course.student_copy_readme_section
@@ -128,6 +159,6 @@ def run(course, args, parser):
     for name in names:
         earlier = list(dict.fromkeys(function.assignment for function in reference.given(course, name)))
         if earlier:
-            print(f"note: the given cells of {name}.ipynb hold answers of {', '.join(earlier)}: publish it "
-                  "once those are graded", file=sys.stderr)
+            print(f"note: the given cells of {name}.ipynb hold answers of {', '.join(earlier)}, "
+                  "closed this term", file=sys.stderr)
     return 0

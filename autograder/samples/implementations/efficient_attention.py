@@ -116,6 +116,35 @@ CORRECT = {f.__name__: f for f in (kv_cache_bytes, grouped_query_attention, slid
                                    flash_attention, flash_attention_backward)}
 
 
+def flash_backward_keys_scaled_once(Q, K, V, output, logsumexp, grad_output, block_size=64, causal=False):
+    # K scaled by 1/√d once, up front (a (T_k, d) array, as large as grad_K): right, and tiled
+    T_q, d = Q.shape[-2:]
+    T_k = K.shape[-2]
+    K_scaled = K / math.sqrt(d)
+    grad_Q, grad_K, grad_V = np.zeros(Q.shape), np.zeros(K.shape), np.zeros(V.shape)
+    D = (grad_output * output).sum(axis=-1)
+    for k0 in range(0, T_k, block_size):
+        cols = slice(k0, k0 + block_size)
+        for q0 in range(0, T_q, block_size):
+            rows = slice(q0, q0 + block_size)
+            lse = logsumexp[..., rows, None]
+            seen = np.isfinite(lse)
+            scores = Q[..., rows, :] @ np.swapaxes(K_scaled[..., cols, :], -1, -2)
+            if causal:
+                position = T_k - T_q + np.arange(q0, q0 + scores.shape[-2])
+                scores = np.where(position[:, None] >= np.arange(k0, k0 + scores.shape[-1]), scores, -np.inf)
+            p = np.where(seen, np.exp(scores - np.where(seen, lse, 0.0)), 0.0)
+            grad_V[..., cols, :] += np.swapaxes(p, -1, -2) @ grad_output[..., rows, :]
+            ds = p * (grad_output[..., rows, :] @ np.swapaxes(V[..., cols, :], -1, -2) - D[..., rows, None])
+            grad_Q[..., rows, :] += ds @ K_scaled[..., cols, :]
+            grad_K[..., cols, :] += np.swapaxes(ds, -1, -2) @ Q[..., rows, :] / math.sqrt(d)
+    return grad_Q, grad_K, grad_V
+
+
+# task -> more correct implementations, which no check (visible or hidden) may fault, nor hint at
+ALSO_CORRECT = {"flash_attention_backward": [flash_backward_keys_scaled_once]}
+
+
 # -- mistakes ----------------------------------------------------------------------
 
 def kv_cache_bytes_no_values(batch_size, seq_len, num_layers, num_kv_heads, d_head, bytes_per_value=2):
@@ -353,11 +382,40 @@ flash_backward_causal_ignored = _backward(use_causal=False)
 flash_backward_nan_for_empty_rows = _backward(nan_rows=True)
 
 
+def flash_backward_nan_beside_seen_queries(Q, K, V, output, logsumexp, grad_output, block_size=64, causal=False):
+    # masked scores set to −inf before exp(S − logsumexp): NaN for a query that sees no key (−inf − (−inf)),
+    # except in a block of queries that all see none, which it skips
+    T_q, d = Q.shape[-2:]
+    T_k = K.shape[-2]
+    grad_Q, grad_K, grad_V = np.zeros(Q.shape), np.zeros(K.shape), np.zeros(V.shape)
+    D = (grad_output * output).sum(axis=-1)[..., None]
+    with np.errstate(all="ignore"):
+        for q0 in range(0, T_q, block_size):
+            rows = slice(q0, q0 + block_size)
+            lse = logsumexp[..., rows, None]
+            if np.all(np.isneginf(lse)):
+                continue  # no query of the block sees a key
+            for k0 in range(0, T_k, block_size):
+                cols = slice(k0, k0 + block_size)
+                s = Q[..., rows, :] @ np.swapaxes(K[..., cols, :], -1, -2) / math.sqrt(d)
+                if causal:
+                    position = T_k - T_q + np.arange(q0, q0 + s.shape[-2])
+                    s = np.where(position[:, None] >= np.arange(k0, k0 + s.shape[-1]), s, -np.inf)
+                p = np.exp(s - lse)
+                grad_V[..., cols, :] += np.swapaxes(p, -1, -2) @ grad_output[..., rows, :]
+                dS = p * (grad_output[..., rows, :] @ np.swapaxes(V[..., cols, :], -1, -2) - D[..., rows, :])
+                grad_Q[..., rows, :] += dS @ K[..., cols, :] / math.sqrt(d)
+                grad_K[..., cols, :] += np.swapaxes(dS, -1, -2) @ Q[..., rows, :] / math.sqrt(d)
+    return grad_Q, grad_K, grad_V
+
+
 # task -> the hidden checks (in autograder/checks/efficient_attention.py) that grade it
 CHECKS_OF_TASK = {task: [f"check_{task}"] for task in CORRECT}
+CHECKS_OF_TASK["flash_attention"].append("check_flash_attention_memory")  # the resource rules
+CHECKS_OF_TASK["flash_attention_backward"].append("check_flash_attention_backward_memory")
 
 KV, GQA, SW, FLASH, BACKWARD = CHECKS_OF_TASK  # the task names, in order
-MEMORY = "forms an array as large as the score matrix"
+MEMORY = "did not run within 64 MiB"
 # name -> (task it replaces, wrong implementation, check that must reject it,
 #          words the check's message must contain)
 MISTAKES = {
@@ -374,8 +432,9 @@ MISTAKES = {
                             "query i at T_k − T_q + i"),
     "sw-not-causal": (SW, sliding_window_not_causal, "check_sliding_window_mask", "it is not causal"),
     "sw-ints": (SW, sliding_window_ints, "check_sliding_window_mask", "should be a boolean array"),
-    "flash-whole-score-matrix": (FLASH, flash_attention_whole_score_matrix, "check_flash_attention", MEMORY),
-    "flash-whole-key-rows": (FLASH, flash_attention_whole_key_rows, "check_flash_attention", MEMORY),
+    "flash-whole-score-matrix": (FLASH, flash_attention_whole_score_matrix, "check_flash_attention_memory",
+                                 MEMORY),
+    "flash-whole-key-rows": (FLASH, flash_attention_whole_key_rows, "check_flash_attention_memory", MEMORY),
     "flash-sum-not-rescaled": (FLASH, flash_attention_sum_not_rescaled, "check_flash_attention",
                                "the running sum is not rescaled"),
     "flash-output-not-rescaled": (FLASH, flash_attention_output_not_rescaled, "check_flash_attention",
@@ -395,7 +454,8 @@ MISTAKES = {
                            "logsumexp is the running maximum m only"),
     "flash-lse-zero-for-empty-rows": (FLASH, flash_attention_lse_zero_for_empty_rows, "check_flash_attention",
                                       "not 0"),
-    "backward-whole-matrices": (BACKWARD, flash_backward_whole_matrices, "check_flash_attention_backward", MEMORY),
+    "backward-whole-matrices": (BACKWARD, flash_backward_whole_matrices, "check_flash_attention_backward_memory",
+                                MEMORY),
     "backward-no-D": (BACKWARD, flash_backward_no_D, "check_flash_attention_backward", "D = Σ_d"),
     "backward-no-scale": (BACKWARD, flash_backward_no_scale, "check_flash_attention_backward",
                           "the scale is forgotten"),
@@ -409,6 +469,8 @@ MISTAKES = {
                                     "contains NaN or inf"),
     "backward-exp-before-mask": (BACKWARD, flash_backward_exp_before_mask, "check_flash_attention_backward",
                                  "mask the scores before exp"),
+    "backward-nan-beside-seen-queries": (BACKWARD, flash_backward_nan_beside_seen_queries,
+                                         "check_flash_attention_backward", "contains NaN or inf"),
 }
 
 # Mistakes also graded end to end, in tests/engine/test_grade.py (the two that form whole

@@ -1,8 +1,8 @@
 """What students write for the exercise on linear attention and the delta rule.
 
 `CORRECT` holds correct implementations written unlike the reference (the
-feature map through ``np.piecewise``-like masks, causal linear attention as a
-cumulative sum of the outer products, a step with ``np.einsum``, the chunked
+feature map through ``np.piecewise``-like masks, causal linear attention by
+running sums of the outer products (one state, updated key by key), a step with ``np.einsum``, the chunked
 form keeping the state as a running sum of chunk states, the delta rule
 written as ``S + beta k (v − k S)`` with the gate first): the hidden checks
 must accept them. `MISTAKES` holds plausible wrong implementations, each of
@@ -26,7 +26,7 @@ def elu_feature_map(X):
 
 
 def linear_attention(Q, K, V, causal=False, feature_map=elu_feature_map, eps=1e-6):
-    # causal: running sums of the outer products, one (d_k, d_v) state per position (linear in T)
+    # causal: running sums of the outer products, one (d_k, d_v) state updated key by key (linear in T)
     fQ, fK = feature_map(Q), feature_map(K)
     T_q, T_k = Q.shape[-2], K.shape[-2]
     if not causal:
@@ -199,6 +199,41 @@ def linear_attention_whole_matrix(Q, K, V, causal=False, feature_map=elu_feature
     return (A @ V) / (A.sum(axis=-1, keepdims=True) + eps)
 
 
+def linear_attention_ignores_feature_map(Q, K, V, causal=False, feature_map=elu_feature_map, eps=1e-6):
+    # elu_feature_map whatever feature_map it is given (right with the default)
+    fQ, fK = elu_feature_map(Q), elu_feature_map(K)
+    T_q, T_k = Q.shape[-2], K.shape[-2]
+    S = np.zeros((*fK.shape[:-2], K.shape[-1], V.shape[-1]), dtype=np.result_type(Q, K, V))
+    z = np.zeros((*fK.shape[:-2], K.shape[-1]), dtype=S.dtype)
+    out = np.zeros((*np.broadcast_shapes(Q.shape[:-2], S.shape[:-2]), T_q, V.shape[-1]), dtype=S.dtype)
+    j = 0
+    for i in range(T_q):
+        last = T_k - T_q + i if causal else T_k - 1   # the last key query i sees
+        while j <= last:
+            S, z = S + fK[..., j, :, None] * V[..., j, None, :], z + fK[..., j, :]
+            j += 1
+        if last >= 0:
+            out[..., i, :] = (fQ[..., i, None, :] @ S)[..., 0, :] / ((fQ[..., i, :] * z).sum(-1, keepdims=True) + eps)
+    return out
+
+
+def linear_attention_cumulative_states(Q, K, V, causal=False, feature_map=elu_feature_map, eps=1e-6):
+    # causal: every prefix state at once, a cumulative sum of the outer products (..., T_k, d_k, d_v):
+    # right values, but memory O(T·d_k·d_v) where a state of fixed size needs O(d_k·d_v)
+    fQ, fK = feature_map(Q), feature_map(K)
+    if not causal:
+        S, z = np.swapaxes(fK, -1, -2) @ V, fK.sum(axis=-2)
+        return (fQ @ S) / ((fQ * z[..., None, :]).sum(-1, keepdims=True) + eps)
+    T_q, T_k = Q.shape[-2], K.shape[-2]
+    states = np.cumsum(fK[..., :, :, None] * V[..., :, None, :], axis=-3)   # (..., T_k, d_k, d_v)
+    sums = np.cumsum(fK, axis=-2)                                           # (..., T_k, d_k)
+    last = T_k - T_q + np.arange(T_q)                                       # the last key query i sees
+    index = np.maximum(last, 0)
+    numerator = np.einsum("...ik,...ikv->...iv", fQ, states[..., index, :, :])
+    denominator = np.einsum("...ik,...ik->...i", fQ, sums[..., index, :])[..., None] + eps
+    return np.where((last >= 0)[:, None], numerator / denominator, 0.0)
+
+
 def _step(read_first=False, update_z=True, phi_k=True, in_place=False):
     def step(q, k, v, state, feature_map=None, eps=1e-6):
         f = lambda X: np.where(X > 0, X + 1, np.exp(np.minimum(X, 0)))  # noqa: E731
@@ -224,6 +259,13 @@ step_read_before_write = _step(read_first=True)
 step_z_not_updated = _step(update_z=False)
 step_no_feature_map_on_k = _step(phi_k=False)
 step_modifies_state = _step(in_place=True)
+
+
+def step_ignores_feature_map(q, k, v, state, feature_map=elu_feature_map, eps=1e-6):
+    fq, fk = elu_feature_map(q), elu_feature_map(k)   # whatever feature_map it is given
+    S = state["S"] + fk[..., :, None] * v[..., None, :]
+    z = state["z"] + fk
+    return (fq[..., None, :] @ S)[..., 0, :] / ((fq * z).sum(-1, keepdims=True) + eps), {"S": S, "z": z}
 
 
 def _chunked(carry=True, mask=True, own_key=True, twice=False, last=True):
@@ -258,6 +300,19 @@ chunked_unmasked = _chunked(mask=False)
 chunked_off_by_one = _chunked(own_key=False)
 chunked_counted_twice = _chunked(twice=True)
 chunked_last_chunk_dropped = _chunked(last=False)
+
+
+def chunked_ignores_feature_map(Q, K, V, chunk_size=64, feature_map=elu_feature_map, eps=1e-6):
+    fQ, fK = elu_feature_map(Q), elu_feature_map(K)   # whatever feature_map it is given
+    S = np.zeros((*fK.shape[:-2], K.shape[-1], V.shape[-1]), dtype=np.result_type(Q, K, V))
+    z = np.zeros((*fK.shape[:-2], K.shape[-1]), dtype=S.dtype)
+    pieces = []
+    for start in range(0, Q.shape[-2], chunk_size):
+        q, k, v = (X[..., start:start + chunk_size, :] for X in (fQ, fK, V))
+        A = np.tril(q @ np.swapaxes(k, -1, -2))
+        pieces.append((q @ S + A @ v) / ((q * z[..., None, :]).sum(-1, keepdims=True) + A.sum(-1, keepdims=True) + eps))
+        S, z = S + np.swapaxes(k, -1, -2) @ v, z + k.sum(axis=-2)
+    return np.concatenate(pieces, axis=-2)
 
 
 def chunked_whole_matrix(Q, K, V, chunk_size=64, feature_map=elu_feature_map, eps=1e-6):
@@ -304,6 +359,31 @@ delta_gate_after_write = _delta(gate_after=True)
 delta_no_value_error = _delta(validate=False)
 
 
+def delta_rule_float64(Q, K, V, beta, gate=None):
+    # right values, computed and returned in float64 whatever the inputs' dtype
+    beta = np.asarray(beta, dtype=np.float64)
+    gate = np.ones_like(beta) if gate is None else np.asarray(gate, dtype=np.float64)
+    if np.any(~((beta >= 0) & (beta <= 1))) or np.any(~((gate > 0) & (gate <= 1))):
+        raise ValueError("beta must be in [0, 1] and gate in (0, 1]")
+    S = np.zeros((*K.shape[:-2], K.shape[-1], V.shape[-1]))
+    outs = []
+    for t in range(Q.shape[-2]):
+        k, b, g = K[..., t, :, None], beta[..., t, None, None], gate[..., t, None, None]
+        S = g * (S - b * k * (np.swapaxes(k, -1, -2) @ S)) + b * k * V[..., t, None, :]
+        outs.append((Q[..., t, None, :] @ S)[..., 0, :])
+    return np.stack(outs, axis=-2)
+
+
+def delta_rule_accepts_nan_beta(Q, K, V, beta, gate=None):
+    # the range tested as "outside": NaN is neither below 0 nor above 1, so it passes
+    if np.any((np.asarray(beta) < 0) | (np.asarray(beta) > 1)):
+        raise ValueError("beta must be in [0, 1]")
+    if gate is not None and np.any((np.asarray(gate) <= 0) | (np.asarray(gate) > 1)):
+        raise ValueError("gate must be in (0, 1]")
+    with np.errstate(invalid="ignore"):
+        return _delta(validate=False)(Q, K, V, beta, gate)
+
+
 def delta_rule_no_erase(Q, K, V, beta, gate=None):
     # the sum rule, gated: nothing is erased before the write (self-contained, graded end to end)
     beta = np.asarray(beta)
@@ -321,9 +401,11 @@ def delta_rule_no_erase(Q, K, V, beta, gate=None):
 
 # task -> the hidden checks (in autograder/checks/linear_attention.py) that grade it
 CHECKS_OF_TASK = {task: [f"check_{task}"] for task in CORRECT}
+CHECKS_OF_TASK["linear_attention"].append("check_linear_attention_memory")  # the resource rules
+CHECKS_OF_TASK["chunked_linear_attention"].append("check_chunked_linear_attention_memory")
 
 ELU, LINEAR, STEP, CHUNKED, DELTA = CHECKS_OF_TASK  # the task names, in order
-MEMORY = "did not fit in 64 MiB of memory"
+MEMORY = "did not run within 64 MiB"
 # name -> (task it replaces, wrong implementation, check that must reject it,
 #          words the check's message must contain)
 MISTAKES = {
@@ -345,13 +427,19 @@ MISTAKES = {
                                 "query i is aligned with key i"),
     "linear-without-eps": (LINEAR, linear_attention_without_eps, "check_linear_attention",
                            "a query that sees no key gets an all-zero output"),
-    "linear-whole-matrix": (LINEAR, linear_attention_whole_matrix, "check_linear_attention", MEMORY),
+    "linear-whole-matrix": (LINEAR, linear_attention_whole_matrix, "check_linear_attention_memory", MEMORY),
+    "linear-cumulative-states": (LINEAR, linear_attention_cumulative_states, "check_linear_attention_memory",
+                                 "did not run within 96 MiB on T=4096, d_k=d_v=64"),
+    "linear-ignores-feature-map": (LINEAR, linear_attention_ignores_feature_map, "check_linear_attention",
+                                   "feature_map is ignored"),
     "step-read-before-write": (STEP, step_read_before_write, "check_linear_attention_step",
                                "read before the token is written"),
     "step-z-not-updated": (STEP, step_z_not_updated, "check_linear_attention_step", "z is not updated"),
     "step-no-feature-map-on-k": (STEP, step_no_feature_map_on_k, "check_linear_attention_step",
                                  "not applied to k"),
     "step-modifies-state": (STEP, step_modifies_state, "check_linear_attention_step", "modified its input"),
+    "step-ignores-feature-map": (STEP, step_ignores_feature_map, "check_linear_attention_step",
+                                 "feature_map is ignored"),
     "chunked-state-not-carried": (CHUNKED, chunked_state_not_carried, "check_chunked_linear_attention",
                                   "not carried across chunks"),
     "chunked-unmasked": (CHUNKED, chunked_unmasked, "check_chunked_linear_attention", "not masked"),
@@ -361,7 +449,9 @@ MISTAKES = {
                               "counted twice"),
     "chunked-last-chunk-dropped": (CHUNKED, chunked_last_chunk_dropped, "check_chunked_linear_attention",
                                    "the last, shorter chunk is left out"),
-    "chunked-whole-matrix": (CHUNKED, chunked_whole_matrix, "check_chunked_linear_attention", MEMORY),
+    "chunked-whole-matrix": (CHUNKED, chunked_whole_matrix, "check_chunked_linear_attention_memory", MEMORY),
+    "chunked-ignores-feature-map": (CHUNKED, chunked_ignores_feature_map, "check_chunked_linear_attention",
+                                    "feature_map is ignored"),
     "delta-sum-rule": (DELTA, delta_sum_rule, "check_delta_rule", "nothing is erased"),
     "delta-erase-without-beta": (DELTA, delta_erase_without_beta, "check_delta_rule",
                                  "not multiplied by beta_t"),
@@ -370,10 +460,12 @@ MISTAKES = {
     "delta-read-before-write": (DELTA, delta_read_before_write, "check_delta_rule", "read before the write"),
     "delta-normalises-keys": (DELTA, delta_normalises_keys, "check_delta_rule", "normalised inside"),
     "delta-no-value-error": (DELTA, delta_no_value_error, "check_delta_rule", "should raise ValueError"),
+    "delta-float64": (DELTA, delta_rule_float64, "check_delta_rule", "keeps the float dtype of the inputs"),
+    "delta-accepts-nan-beta": (DELTA, delta_rule_accepts_nan_beta, "check_delta_rule", "NaN does not"),
 }
 
 # Mistakes also graded end to end, in tests/engine/test_grade.py (the one that forms the whole
-# (T, T) matrix is caught there by call_in_memory's second sandbox; the visible memory check only prints a hint).
+# (T, T) matrix fails the visible memory check there, and the hidden one in call_in_memory's second sandbox).
 GRADED_MISTAKES = ["elu-relu", "linear-whole-matrix", "delta-no-erase"]
 MISTAKES["delta-no-erase"] = (DELTA, delta_rule_no_erase, "check_delta_rule", "nothing is erased")
 
