@@ -18,21 +18,24 @@ from solutions import backpropagation as reference
 from solutions.scaled_dot_product import causal_mask, masked_softmax, padding_mask, softmax
 
 from autograder.engine.checking import check, check_shape, close
-from autograder.engine.harness import blame, call, compare, quietly, seeded, students_own
+from autograder.engine.harness import call, compare, seeded
 
 SEED = 19861009  # Rumelhart, Hinton & Williams, "Learning representations by back-propagating errors", Nature, 9 October 1986
 NAN = "contains NaN or inf (an all-masked row has weight 0 everywhere: its gradient is 0)"
+# The graded functions: each check calls the student's function with the reference's others
+GRADED = (reference.softmax_backward, reference.scaled_dot_product_attention_backward,
+          reference.layer_norm_backward, reference.cross_entropy, reference.multi_head_attention_backward)
 
 
 
 
-def _compare(actual, expected, name, mistakes=(), hint="", variant=None):
-    """Check one gradient: its shape, finite, then the harness's loop (reference, the student's
-    variant, the usual mistakes). ``hint`` (a string, or a function giving one, called only on
-    failure) says what the gradient should be."""
+def _compare(actual, expected, name, mistakes=(), hint=""):
+    """Check one gradient: its shape, finite, then the harness's loop (reference, the usual
+    mistakes). ``hint`` (a string, or a function giving one, called only on failure) says what
+    the gradient should be."""
     check_shape(actual, expected.shape, name)
     check(np.all(np.isfinite(actual)), f"{name} {NAN}.")
-    compare(actual, expected, name, mistakes, variant, hint)
+    compare(actual, expected, name, mistakes, hint=hint)
 
 
 def _unpack(result, count, function, description):
@@ -103,27 +106,26 @@ def check_scaled_dot_product_attention_backward(attention_backward):
          padding_mask(np.array([4, 2, 1]), 4)[:, None, :]),
         ("large scores (entries of Q and K about 5)", problem((2,), 3, 3, 4, 2, scale=5.0), None),
     ]
+    # the task's examples: one query, two keys orthogonal to it; a batch with an all-masked query
+    example = (np.array([[1.0, 0, 0, 0]]), np.array([[0, 1.0, 0, 0], [0, -1.0, 0, 0]]), np.array([[1.0], [0.0]]),
+               np.array([[1.0]]))
+    visible = np.random.default_rng(0)
+    batch = (visible.normal(size=(2, 3, 4)), visible.normal(size=(2, 3, 4)), visible.normal(size=(2, 3, 2)),
+             visible.normal(size=(2, 3, 2)))
+    causal_from_1 = np.tril(np.ones((3, 3), dtype=bool)) & (np.arange(3) > 0)[:, None]
+    cases += [("the task's example", example, None),
+              ("the task's example with key 1 masked", example, np.array([[True, False]])),
+              ("the task's batch with a causal mask and an all-masked query 0", batch, causal_from_1)]
     for description, (Q, K, V, G), mask in cases:
-        result = call(attention_backward, Q, K, V, G, mask=mask, on=description)
+        result = call(attention_backward, Q, K, V, G, mask=mask, on=description, stand_ins=GRADED)
         grads = _unpack(result, 3, attention_backward, description)
         expected = reference.scaled_dot_product_attention_backward(Q, K, V, G, mask)
         wrong = _sdpa_mistakes(Q, K, V, G, mask)
-        own = students_own(attention_backward, "softmax_backward")
         for i, name in enumerate(("grad_Q", "grad_K", "grad_V")):
             _compare(grads[i], expected[i], f"{name} on {description}",
                      [(w[i], mistake) for w, mistake in wrong],
-                     variant=own and (lambda i=i: _sdpa_backward_with(own, Q, K, V, G, mask)[i]),
-                     hint=lambda: "with S = Q Kᵀ/√d_k and A = softmax(S): grad_V = Aᵀ G, grad_A = G Vᵀ, "
-                     "grad_S = softmax_backward(A, grad_A), grad_Q = grad_S K/√d_k, "
-                     "grad_K = grad_Sᵀ Q/√d_k" + blame(attention_backward, ["softmax_backward"], _works))
-
-
-def _sdpa_backward_with(softmax_backward, Q, K, V, G, mask):
-    """The reference backward of attention, with the student's own ``softmax_backward``."""
-    root = math.sqrt(Q.shape[-1])
-    weights = masked_softmax(Q @ np.swapaxes(K, -1, -2) / root, mask)
-    grad_scores = softmax_backward(weights, G @ np.swapaxes(V, -1, -2)) / root
-    return grad_scores @ K, np.swapaxes(grad_scores, -1, -2) @ Q, np.swapaxes(weights, -1, -2) @ G
+                     hint="with S = Q Kᵀ/√d_k and A = softmax(S): grad_V = Aᵀ G, grad_A = G Vᵀ, "
+                     "grad_S = softmax_backward(A, grad_A), grad_Q = grad_S K/√d_k, grad_K = grad_Sᵀ Q/√d_k")
 
 
 def _sdpa_mistakes(Q, K, V, G, mask):
@@ -307,26 +309,29 @@ def check_multi_head_attention_backward(mha_backward):
          (B, T, T, d_model, 2), causal_with_empty, True),
         ("cross-attention with one head (B=1, T_q=2, T_k=3, d_model=4)", (1, 2, 3, 4, 1), None, False),
     ]
+    problems = []
     for description, (B, T_q, T_k, d, h), mask, self_attention in cases:
         Q, K, V = (rng.normal(size=(B, n, d)) for n in (T_q, T_k, T_k))
         if self_attention:
             K = V = Q
         params = {f"W_{n}": rng.normal(size=(d, d)) / np.sqrt(d) for n in "qkvo"}
         params |= {f"b_{n}": rng.normal(size=d) for n in "qkvo"}
-        G = rng.normal(size=(B, T_q, d))
-        result = call(mha_backward, Q, K, V, params, h, G, mask=mask, on=description)
+        problems.append((description, Q, K, V, params, h, rng.normal(size=(B, T_q, d)), mask, self_attention))
+    visible = np.random.default_rng(0)  # the task's example: B=2, T_q=3, T_k=4, d_model=4, 2 heads
+    Q, K, V = (visible.normal(size=(2, T, 4)) for T in (3, 4, 4))
+    params = {f"W_{n}": visible.normal(size=(4, 4)) / 2 for n in "qkvo"}
+    params.update({f"b_{n}": visible.normal(size=4) for n in "qkvo"})
+    problems.append(("the task's example", Q, K, V, params, 2, visible.normal(size=(2, 3, 4)), None, False))
+    for description, Q, K, V, params, h, G, mask, self_attention in problems:
+        result = call(mha_backward, Q, K, V, params, h, G, mask=mask, on=description, stand_ins=GRADED)
         *grads, grad_params = _unpack(result, 4, mha_backward, description)
         expected = reference.multi_head_attention_backward(Q, K, V, params, h, G, mask)
-
-        def because():
-            return blame(mha_backward, ["scaled_dot_product_attention_backward", "softmax_backward"],
-                         _works)
         mistakes = _mha_mistakes(Q, K, V, params, h, G, mask, expected, self_attention)
         for i, name in enumerate(("grad_Q", "grad_K", "grad_V")):
             _compare(grads[i], expected[i], f"{name} on {description}",
                      [(wrong[i], mistake) for wrong, mistake in mistakes],
-                     hint=lambda: "for Y = X @ W + b, grad_X = grad_Y @ Wᵀ; the heads are split after "
-                     "the projection, so their gradients are merged before it" + because())
+                     hint="for Y = X @ W + b, grad_X = grad_Y @ Wᵀ; the heads are split after "
+                     "the projection, so their gradients are merged before it")
         check(isinstance(grad_params, dict) and set(grad_params) == set(params),
               f"grad_params on {description} should be a dict with the keys {sorted(params)}.")
         for key in params:
@@ -337,8 +342,8 @@ def check_multi_head_attention_backward(mha_backward):
             _compare(actual, right, f"grad_params['{key}'] on {description}",
                      [(right.T, "it is transposed: for Y = X @ W, grad_W = Xᵀ @ grad_Y, "
                                 "of W's shape (d_in, d_out)")],
-                     hint=lambda: "for Y = X @ W + b: grad_W = Xᵀ grad_Y and grad_b = Σ grad_Y, summed "
-                     "over the batch and time axes" + because())
+                     hint="for Y = X @ W + b: grad_W = Xᵀ grad_Y and grad_b = Σ grad_Y, summed "
+                     "over the batch and time axes")
 
 
 def _mha_mistakes(Q, K, V, params, h, G, mask, expected, self_attention):
@@ -358,10 +363,3 @@ def _mha_mistakes(Q, K, V, params, h, G, mask, expected, self_attention):
                                        "its own argument; only their sum is the gradient of the "
                                        "self-attention input"))
     return mistakes
-
-
-def _works(name, function):
-    """Whether the student's earlier function `name` passes its own check, quietly."""
-    checks = {"softmax_backward": check_softmax_backward,
-              "scaled_dot_product_attention_backward": check_scaled_dot_product_attention_backward}
-    return quietly(lambda: checks[name](function) or True) is True

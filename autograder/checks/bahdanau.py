@@ -18,8 +18,12 @@ from solutions import bahdanau as reference
 from solutions.rnn_encoder_decoder import encode, gru_cell, rnn_cell
 
 from autograder.engine.checking import check, check_close, check_shape, close
-from autograder.engine.harness import call, check_weights, compare, diagnose, is_variant, seeded, students_own
+from autograder.engine.harness import call, check_weights, compare, diagnose, seeded
 from .rnn_encoder_decoder import cell_params
+
+# The graded functions: each check calls the student's function with the reference's others
+GRADED = (reference.bidirectional_encode, reference.additive_score, reference.masked_softmax,
+          reference.bahdanau_attention, reference.bahdanau_decode_step)
 
 SEED = 20140901  # "Neural machine translation by jointly learning to align and translate", arXiv v1
 CELLS = {"rnn": rnn_cell, "gru": gru_cell}
@@ -217,40 +221,43 @@ def _check_weights(actual, expected, scores, mask, axis, name):
 
 def check_bahdanau_attention(bahdanau_attention):
     rng = seeded(SEED + 3)
-    cases = [
+    cases = []
+    for description, (B, T, d_s, d_h, d_a), lengths in [
         ("no mask (B=2, T=4, d_s=3, d_h=6, d_a=5)", (2, 4, 3, 6, 5), None),
         ("a padding mask (B=3, T=5, lengths 5, 2, 3)", (3, 5, 4, 2, 3), [5, 2, 3]),
         ("a sequence whose positions are all masked (lengths 3, 0)", (2, 3, 2, 4, 3), [3, 0]),
         ("one sequence (B=1, T=6, d_s=2, d_h=3, d_a=4)", (1, 6, 2, 3, 4), None),
-    ]
-    for description, (B, T, d_s, d_h, d_a), lengths in cases:
-        s_prev, H = rng.normal(size=(B, d_s)), rng.normal(size=(B, T, d_h))
-        params = _attention_params(rng, d_s, d_h, d_a)
-        mask = None if lengths is None else _mask(lengths, T)
-        if mask is None:
-            result = call(bahdanau_attention, s_prev, H, params, on=description)
-        else:
-            result = call(bahdanau_attention, s_prev, H, params, mask=mask, on=description)
+    ]:
+        cases.append((description, rng.normal(size=(B, d_s)), rng.normal(size=(B, T, d_h)),
+                      _attention_params(rng, d_s, d_h, d_a), None if lengths is None else _mask(lengths, T)))
+    s_prev, H, params = _example()
+    cases += [("the task's example", s_prev, H, params, None),
+              ("the task's example with position 1 masked", s_prev, H, params, np.array([[True, False]])),
+              ("the task's example with every position masked", s_prev, H, params, np.array([[False, False]]))]
+    for description, s_prev, H, params, mask in cases:
+        kwargs = {} if mask is None else {"mask": mask}
+        result = call(bahdanau_attention, s_prev, H, params, on=description, stand_ins=GRADED, **kwargs)
         context, weights = reference.bahdanau_attention(s_prev, H, params, mask)
         check(isinstance(result, tuple) and len(result) == 2,
               f"bahdanau_attention should return a pair (context, weights), but on "
               f"{description} it returned a {type(result).__name__}.")
         actual_context, actual_weights = result
-        if (np.shape(actual_context), np.shape(actual_weights)) == (weights.shape, context.shape):
+        if (np.shape(actual_context), np.shape(actual_weights)) == (weights.shape, context.shape) \
+                and weights.shape != context.shape:
             check(False, "return (context, weights) in this order, not (weights, context).")
         name = f"the weights on {description}"
         check_shape(actual_weights, weights.shape, name)
-        own_score, own_softmax = (students_own(bahdanau_attention, task)
-                                  for task in ("additive_score", "masked_softmax"))
-        if not is_variant(actual_weights, (own_score or own_softmax) and (
-                lambda: (own_softmax or reference.masked_softmax)(
-                    (own_score or reference.additive_score)(s_prev, H, params), mask))):
-            _check_weights(actual_weights, weights, reference.additive_score(s_prev, H, params),
-                           mask, -1, name)
-            compare(actual_weights, weights, name,
-                    hint="they should be masked_softmax(additive_score(s_prev, H, params), mask)")
+        _check_weights(actual_weights, weights, reference.additive_score(s_prev, H, params), mask, -1, name)
+        compare(actual_weights, weights, name,
+                hint="they should be masked_softmax(additive_score(s_prev, H, params), mask)")
         compare(actual_context, np.einsum("bt,bth->bh", actual_weights, H), f"the context on {description}",
                 hint="it should be Σ_j weights_j h_j")
+
+
+def _example(W_a=0.0):
+    """The tasks' visible example: two annotations (0, 4) and (1, 0), scores (0, ln 3) from s_prev = 0."""
+    return np.zeros((1, 1)), np.array([[[0.0, 4.0], [1.0, 0.0]]]), {
+        "W_a": np.array([[W_a]]), "U_a": np.array([[1.0], [0.0]]), "v_a": np.array([np.log(3.0) / np.tanh(1.0)])}
 
 
 # -- bahdanau_decode_step -------------------------------------------------------------
@@ -267,17 +274,24 @@ def check_bahdanau_decode_step(bahdanau_decode_step):
         ("a GRU decoder where one sequence is all masked (lengths 0, 3)",
          (2, 3, 2, 2, 4), [0, 3], "gru"),
     ]
+    problems = []
     for description, (B, T, d_emb, d_h, d_s), lengths, cell in cases:
-        kind = cell or "gru"
-        y_prev, s_prev = rng.normal(size=(B, d_emb)), rng.normal(size=(B, d_s))
-        H = rng.normal(size=(B, T, d_h))
         params = {"attention": _attention_params(rng, d_s, d_h, 4),
-                  "cell": cell_params(rng, kind, d_emb + d_h, d_s, bias_scale=0.3)}
-        mask = None if lengths is None else _mask(lengths, T)
+                  "cell": cell_params(rng, cell or "gru", d_emb + d_h, d_s, bias_scale=0.3)}
+        problems.append((description, rng.normal(size=(B, d_emb)), rng.normal(size=(B, d_s)),
+                         rng.normal(size=(B, T, d_h)), params, None if lengths is None else _mask(lengths, T), cell))
+    _, H, attention = _example(W_a=5.0)
+    params = {"attention": attention, "cell": {"W_xh": np.array([[1.0], [1.0], [0.0]]), "W_hh": np.zeros((1, 1)),
+                                               "b_h": np.zeros(1)}}
+    problems += [("the task's example", np.array([[0.5]]), np.zeros((1, 1)), H, params, None, "rnn"),
+                 ("the task's example with position 1 masked", np.array([[0.5]]), np.zeros((1, 1)), H, params,
+                  np.array([[True, False]]), "rnn")]
+    for description, y_prev, s_prev, H, params, mask, cell in problems:
+        kind = cell or "gru"
         kwargs = {} if mask is None else {"mask": mask}
         if cell is not None:
             kwargs["cell"] = cell
-        result = call(bahdanau_decode_step, y_prev, s_prev, H, params, on=description, **kwargs)
+        result = call(bahdanau_decode_step, y_prev, s_prev, H, params, on=description, stand_ins=GRADED, **kwargs)
         expected = reference.bahdanau_decode_step(y_prev, s_prev, H, params, mask, kind)
         check(isinstance(result, tuple) and len(result) == 3,
               f"bahdanau_decode_step should return a triple (s_t, context, weights), but on "
@@ -310,8 +324,7 @@ def _check_step(s_t, context, weights, expected, y_prev, s_prev, H, params, mask
         _check_weights(weights, expected_weights,
                        reference.additive_score(s_prev, H, params["attention"]), mask, -1, name)
         check(False, f"{name} differ from bahdanau_attention(s_prev, H, params['attention'], "
-                     "mask): compute the context from the previous state s_prev, with the mask "
-                     "(and check that your bahdanau_attention passes its checks).")
+                     "mask): compute the context from the previous state s_prev, with the mask.")
     check_close(context, expected_context, f"the context on {description}",
                 "it should be the context that bahdanau_attention returns")
     if not close(s_t, expected_s):

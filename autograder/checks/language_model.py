@@ -13,7 +13,6 @@ otherwise it shows what was expected and what came back.
 """
 
 import math
-import types
 
 import numpy as np
 
@@ -22,10 +21,12 @@ from solutions.training import init_transformer
 from solutions.transformer_decoder import decoder_step, greedy_decode, init_decoder_cache
 from solutions.transformer_encoder import encoder
 
-from autograder.engine.checking import CheckFailed, check, check_close, check_shape, close
-from autograder.engine.harness import call, compare, quietly, seeded, students_own
+from autograder.engine.checking import check, check_close, check_shape, close
+from autograder.engine.harness import call, compare, quietly, seeded
 
 SEED = 19042751  # arXiv 1904.09751, Holtzman et al., "The curious case of neural text degeneration"
+# The graded functions: each check calls the student's function with the reference's others
+GRADED = (reference.filter_logits, reference.sample_next, reference.language_model_step, reference.beam_search)
 
 
 def _kept(logits):
@@ -173,13 +174,6 @@ def _inverse_transform(p, u, decreasing=False):
     return np.take_along_axis(order, index[:, None], axis=-1)[:, 0]
 
 
-def _reference_with(function, **names):
-    """The reference ``function`` calling ``names`` (a student's own functions) where it calls the
-    reference's: what the reference gives beside the student's earlier tasks."""
-    return types.FunctionType(function.__code__, {**function.__globals__, **names}, function.__name__,
-                              function.__defaults__)
-
-
 SAMPLING_MISTAKES = {
     "no-filters": "it draws from every token, but from those filter_logits(logits / temperature, top_k, top_p) "
                   "keeps",
@@ -192,7 +186,7 @@ SAMPLING_MISTAKES = {
 
 def _sampling_mistakes(logits, u, temperature, top_k, top_p, filter_logits=reference.filter_logits):
     """[(the tokens one mistake of SAMPLING_MISTAKES alone draws with ``u``, what is wrong)], with
-    the filter ``filter_logits`` (the reference's, or the student's own: none where it fails)."""
+    the filter ``filter_logits``."""
     def drawn(compute, decreasing=False):
         p = quietly(compute)
         if p is None or np.shape(p) != logits.shape:
@@ -240,44 +234,29 @@ def _sampling_cases(rng, V):
 
 def check_sample_next(sample_next):
     """Real generators, seeded: the grader sends them to the sandbox as the numbers of their state,
-    so the student's ``rng.random(B)`` draws exactly the ``u`` computed here. The tokens are right
-    when they are the reference's, or what the reference gives with the student's own
-    ``filter_logits`` (which loses its points in its own check); when that fails too, only
-    temperature 0, which filters nothing, is judged."""
+    so the student's ``rng.random(B)`` draws exactly the ``u`` computed here. sample_next is judged
+    with the reference's filter_logits standing in for the student's (``GRADED``)."""
     rng = seeded(SEED + 1)
-    own_filter = students_own(sample_next, "filter_logits")
-    filters = [reference.filter_logits] + ([own_filter] if own_filter is not None else [])
     wrong = []  # (no cause named, message) of each case whose tokens are wrong
-    for logits, temperature, top_k, top_p, seed, description in _sampling_cases(rng, int(rng.integers(6, 10))):
+    cases = _sampling_cases(rng, int(rng.integers(6, 10)))
+    cases += [(np.log(np.array([[0.25, 0.25, 0.5], [0.5, 0.25, 0.25], [0.1, 0.1, 0.8]])), 1.0, None, None, 0,
+               "the task's logits (3, 3)"),
+              (np.log(np.array([[0.15, 0.55, 0.05, 0.25]] * 6)), 2.0, None, 0.7, 0, "the task's logits (6, 4)")]
+    for logits, temperature, top_k, top_p, seed, description in cases:
         B = len(logits)
         on = (f"{description} at temperature={temperature}, top_k={top_k}, top_p={top_p}, "
               f"rng = np.random.default_rng({seed})")
-        beside_own = [_reference_with(reference.sample_next, filter_logits=f) for f in filters[1:]]
-
-        def sampled(function):
-            return function(logits, np.random.default_rng(seed), temperature, top_k, top_p)
-        try:
-            got = call(sample_next, logits, np.random.default_rng(seed), temperature=temperature,
-                       top_k=top_k, top_p=top_p, on=on)
-        except CheckFailed:
-            if beside_own and quietly(lambda: sampled(beside_own[0])) is None:
-                continue  # the reference fails too beside this filter_logits, which loses its own points
-            raise
+        got = call(sample_next, logits, np.random.default_rng(seed), temperature=temperature,
+                   top_k=top_k, top_p=top_p, on=on, stand_ins=GRADED)
         check(isinstance(got, np.ndarray) and got.shape == (B,) and np.issubdtype(got.dtype, np.integer),
               f"sample_next should return an int array of shape ({B},) on {on}, got "
               f"{type(got).__name__} {getattr(got, 'dtype', '')} {getattr(got, 'shape', '')}.")
-        expected = sampled(reference.sample_next)
+        expected = reference.sample_next(logits, np.random.default_rng(seed), temperature, top_k, top_p)
         if np.array_equal(got, expected):
             continue
-        right = [expected] + [mine for mine in (quietly(lambda f=f: sampled(f)) for f in beside_own)
-                              if mine is not None]
-        if any(np.array_equal(got, tokens) for tokens in right):
-            continue
         u = np.random.default_rng(seed).random(B)
-        variants = [variant for f in filters
-                    for variant in _sampling_mistakes(logits, u, temperature, top_k, top_p, f)]
-        reasons = {why for tokens, why in variants if np.array_equal(got, tokens)
-                   and not any(np.array_equal(tokens, r) for r in right)}
+        reasons = {why for tokens, why in _sampling_mistakes(logits, u, temperature, top_k, top_p)
+                   if np.array_equal(got, tokens) and not np.array_equal(tokens, expected)}
         why = reasons.pop() if len(reasons) == 1 else None
         wrong.append((why is None, f"sample_next gives the tokens {got.tolist()} instead of "
                                    f"{expected.tolist()} on {on}, whose one call rng.random({B}) draws "
@@ -289,11 +268,12 @@ def check_sample_next(sample_next):
     logits[0, [2, 5]] = logits[0].max() + 1.0
     logits[1, [0, 6]] = logits[1].max() + 1.0
     on = "temperature=0 with rng=None (greedy decoding draws nothing) and two equal maxima in some rows"
-    got = call(sample_next, logits, None, temperature=0.0, on=on)
-    expected = np.argmax(logits, axis=-1)
-    check(isinstance(got, np.ndarray) and np.array_equal(got, expected),
-          f"at temperature 0 sample_next should give the argmax {expected.tolist()} (lowest id on ties) "
-          f"on {on}, got {np.asarray(got).tolist()}.")
+    for logits in (logits, np.array([[1.0, 4.0, 4.0], [2.0, 0.0, 1.0]])):  # and the task's example
+        got = call(sample_next, logits, None, temperature=0.0, on=on, stand_ins=GRADED)
+        expected = np.argmax(logits, axis=-1)
+        check(isinstance(got, np.ndarray) and np.array_equal(got, expected),
+              f"at temperature 0 sample_next should give the argmax {expected.tolist()} (lowest id on ties) "
+              f"on {on}, got {np.asarray(got).tolist()}.")
 
 
 # -- language_model_step -------------------------------------------------------------------------

@@ -11,6 +11,8 @@ Gaussian applied before the softmax, renormalised weights, 1-based positions,
 a local-m (gaussian=False) that still applies the Gaussian.
 A mistake is named only when the answer is wrong and equals what that mistake
 gives; any correct implementation passes, since only results are compared.
+Both attentions are judged with the reference's score functions standing in for
+the student's (``GRADED``), on cases that include the tasks' visible examples.
 """
 
 import numpy as np
@@ -24,6 +26,12 @@ from autograder.engine.harness import call, check_weights, compare, diagnose, se
 
 SEED = 150804025  # the paper's arXiv number, 1508.04025
 SCORES = ("dot", "general", "concat")
+# The graded functions: each check calls the student's function with the reference's others
+GRADED = (reference.dot_score, reference.general_score, reference.concat_score, reference.luong_attention,
+          reference.predictive_position, reference.local_attention)
+# The tasks' visible examples: two source states, the dot score, W_c sends [c ; h] to [c_0, h_0]
+EXAMPLE = (np.array([[np.log(3.0), 0.0]]), np.array([[[0.0, 0.0], [1.0, 0.0]]]),
+           {"W_c": np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 1.0], [0.0, 0.0]])})
 
 
 # -- the three scores --------------------------------------------------------
@@ -109,6 +117,11 @@ def check_luong_attention(luong_attention):
         ("one source position (B=1, S=1, d=2)", "general", _problem(rng, 1, 1, 2)),
         ("score='dot' with scores of about 1e4", "dot", _problem(rng, 2, 5, 4, scale=60.0)),
     ]
+    h_t, H_s, params = EXAMPLE
+    cases += [("the task's example", "dot", EXAMPLE),
+              ("the task's example with score='general'", "general", (h_t, H_s, {**params, "W_a": 2 * np.eye(2)})),
+              ("the task's example twice in a batch", "dot", (np.concatenate([h_t, h_t]), np.concatenate([H_s, H_s]),
+                                                              params))]
     for description, score, (h_t, H_s, params) in cases:
         _check_attention_case(luong_attention, description, h_t, H_s, params, score, mask=None)
 
@@ -128,6 +141,8 @@ def check_luong_attention_masks(luong_attention):
         ("a padding mask with scores of about 1e4", "dot", _problem(rng, B, S, 4, scale=60.0),
          padding),
         ("a mask that is all True", "general", _problem(rng, B, S, d), np.ones((B, S), bool)),
+        ("the task's example with h_1 masked", "dot", EXAMPLE, np.array([[True, False]])),
+        ("the task's example with every position masked", "dot", EXAMPLE, np.array([[False, False]])),
     ]
     for description, score, (h_t, H_s, params), mask in cases:
         _check_attention_case(luong_attention, description, h_t, H_s, params, score, mask)
@@ -137,7 +152,7 @@ def _check_attention_case(luong_attention, description, h_t, H_s, params, score,
     kwargs = {} if score is None else {"score": score}
     if mask is not None:
         kwargs["mask"] = mask
-    result = call(luong_attention, h_t, H_s, params, on=description, **kwargs)
+    result = call(luong_attention, h_t, H_s, params, on=description, stand_ins=GRADED, **kwargs)
     check(isinstance(result, tuple) and len(result) == 3,
           f"luong_attention should return a triple (h_tilde, context, weights), "
           f"but on {description} it returned a {type(result).__name__}"
@@ -179,8 +194,7 @@ def _check_attention_case(luong_attention, description, h_t, H_s, params, score,
     check_weights(weights, allowed, f"the weights on {description}", keys="positions", row="a row")
 
     compare(weights, expected_weights, f"the weights on {description}", weight_mistakes,
-            hint=f"they should be the softmax of the {score} scores over the source positions "
-                 f"(if {score}_score fails its own check, fix it first)")
+            hint=f"they should be the softmax of the {score} scores over the source positions")
     if not close(context, expected_context):
         check(not (close(context, expected_h_tilde) and close(h_tilde, expected_context)),
               "return (h_tilde, context, weights) in this order: h_tilde first.")
@@ -267,6 +281,13 @@ def check_local_attention(local_attention):
          problem(2, 8, 3, d_a=4), np.array([1.5, 6.2]), 2, "concat", False),
         ("gaussian=True given explicitly, p_t = [2.0, 3.4], D=2, score='dot'",
          problem(2, 7, 3), np.array([2.0, 3.4]), 2, "dot", True),
+        # the task's examples: h_s = [s] for s = 0 … 6, h_t = [0]
+        ("the task's example, p_t = 3, D = 2", (np.zeros((1, 1)), np.arange(7.0).reshape(1, 7, 1), {}),
+         3, 2, "dot", None),
+        ("the task's example with gaussian=False", (np.zeros((1, 1)), np.arange(7.0).reshape(1, 7, 1), {}),
+         3, 2, "dot", False),
+        ("the task's example twice, p_t = [3, 0.5]", (np.zeros((2, 1)), np.arange(7.0).reshape(1, 7, 1)[[0, 0]], {}),
+         np.array([3.0, 0.5]), 2, "dot", None),
     ]
     for description, (h_t, H_s, params), p_t, D, score, gaussian in cases:
         _check_local_case(local_attention, description, h_t, H_s, p_t, D, params, score, gaussian)
@@ -276,7 +297,7 @@ def _check_local_case(local_attention, description, h_t, H_s, p_t, D, params, sc
     kwargs = {} if score is None else {"score": score}
     if gaussian is not None:
         kwargs["gaussian"] = gaussian
-    result = call(local_attention, h_t, H_s, p_t, D, params, on=description, **kwargs)
+    result = call(local_attention, h_t, H_s, p_t, D, params, on=description, stand_ins=GRADED, **kwargs)
     check(isinstance(result, tuple) and len(result) == 2,
           f"local_attention should return a pair (context, weights), "
           f"but on {description} it returned a {type(result).__name__}.")
@@ -346,8 +367,7 @@ def _check_local_case(local_attention, description, h_t, H_s, p_t, D, params, sc
     check_close(weights, expected_weights, f"the weights on {description}",
                 f"they should be the softmax of the {score} scores over the window |s − p_t| ≤ D"
                 + (", times exp(−(s − p_t)² / (2σ²)) with σ = D/2" if with_gaussian
-                   else ", without the Gaussian (gaussian=False)")
-                + f" (if {score}_score fails its own check, fix it first)")
+                   else ", without the Gaussian (gaussian=False)"))
     check_close(context, expected_context, f"the context on {description}",
                 "the weights are right but the context is not Σ_s weights_s h_s")
 

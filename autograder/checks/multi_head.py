@@ -9,7 +9,9 @@ with transformed parameters where possible (scaling folded into ``W_q``,
 zeroed biases, permuted columns for strided heads) and otherwise with the
 reference attention and a wrong split or merge. Any correct implementation
 passes (loops over heads, einsum, ...): only results are compared, never how
-they were computed.
+they were computed. Multi-head attention is judged with the reference's
+split_heads and merge_heads standing in for the student's (``GRADED``), on
+cases that include the task's visible examples.
 """
 
 import numpy as np
@@ -21,6 +23,8 @@ from autograder.engine.checking import CheckFailed, check, check_close, check_sh
 from autograder.engine.harness import call, seeded
 
 SEED = 20170612  # the day "Attention is all you need" appeared on arXiv
+# The graded functions: each check calls the student's function with the reference's others
+GRADED = (reference.split_heads, reference.merge_heads, reference.multi_head_attention)
 _AS_GIVEN = ("the mask must broadcast against the scores (B, h, T_q, T_k) as it is given "
              "(do not add axes to it; in a loop over heads, give head i "
              "np.broadcast_to(mask, (B, h, T_q, T_k))[:, i])")
@@ -104,6 +108,13 @@ def check_multi_head_attention(multi_head_attention):
         if T_q == T_k and "self" in description:
             K = V = Q  # self-attention: one sequence
         _check_mha_case(multi_head_attention, description, Q, K, V, params, h, mask=None)
+    Q, K, V, params = _example()
+    _check_mha_case(multi_head_attention, "the task's example", Q, K, V, params, 2, mask=None)
+    params.update(W_o=np.eye(8)[::-1], b_o=np.arange(8.0))
+    _check_mha_case(multi_head_attention, "the task's example with W_o and b_o", Q, K, V, params, 2, mask=None)
+    params["b_q"] = Q[0, 0]
+    _check_mha_case(multi_head_attention, "the task's example with the query in b_q", np.zeros_like(Q), K, V,
+                    params, 2, mask=None)
 
 
 def check_multi_head_attention_masks(multi_head_attention):
@@ -129,22 +140,37 @@ def check_multi_head_attention_masks(multi_head_attention):
         ("cross-attention (T_q=2, T_k=6, num_heads=3) with a padding mask (B, 1, 1, T_k)",
          (Q_cross, K_cross, V_cross, params_cross, 3), cross_padding),
     ]
+    example = (*_example(), 2)
+    cases += [("the task's example with key 1 masked", example, np.array([True, False]).reshape(1, 1, 1, 2)),
+              ("the task's example with a different mask per head", example,
+               np.array([[[[True, False]], [[False, True]]]]))]
     for description, (Q, K, V, p, heads), mask in cases:
         _check_mha_case(multi_head_attention, description, Q, K, V, p, heads, mask)
+
+
+def _example():
+    """The task's visible example: one query, two keys, d_model = 8, identity projections."""
+    params = {name: np.eye(8) for name in ("W_q", "W_k", "W_v", "W_o")}
+    params.update({name: np.zeros(8) for name in ("b_q", "b_k", "b_v", "b_o")})
+    ln3 = np.log(3.0)
+    Q = np.array([[[ln3, ln3, 0, 0, ln3, ln3, 0, 0]]])
+    K = np.array([[[0, 0, 0, 0, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0, 0, 0]]], dtype=float)
+    V = np.array([[[4, 0, 0, 0, 8, 0, 0, 0], [0, 4, 0, 0, 0, 0, 0, 0]]], dtype=float)
+    return Q, K, V, params
 
 
 def _check_mha_case(mha, description, Q, K, V, params, h, mask):
     expected_output, expected_weights = reference.multi_head_attention(Q, K, V, params, h, mask)
     if mask is None:
-        result = call(mha, Q, K, V, params, h, on=description)
+        result = call(mha, Q, K, V, params, h, on=description, stand_ins=GRADED)
     else:
         try:
-            result = call(mha, Q, K, V, params, h, mask=mask, on=description)
+            result = call(mha, Q, K, V, params, h, mask=mask, on=description, stand_ins=GRADED)
         except CheckFailed as failure:
             if "not implemented" in str(failure):
                 raise
             try:
-                call(mha, Q, K, V, {k: v.copy() for k, v in params.items()}, h, on=description)
+                call(mha, Q, K, V, {k: v.copy() for k, v in params.items()}, h, on=description, stand_ins=GRADED)
             except CheckFailed:
                 raise failure from None
             raise CheckFailed(f"{str(failure).rstrip('.')}, but not without the mask: {_AS_GIVEN}.") \

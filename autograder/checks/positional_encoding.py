@@ -23,6 +23,9 @@ from autograder.engine.checking import CheckFailed, check, check_close, check_sh
 from autograder.engine.harness import call, seeded
 
 SEED = 20210420  # the day RoFormer (Su et al.) appeared on arXiv
+# The graded functions: each check calls the student's function with the reference's others
+GRADED = (reference.sinusoidal_encoding, reference.relative_position_matrix, reference.add_positional_encoding,
+          reference.rotary_embedding)
 
 # The exponents e_i of the frequencies 1 / 10000^(e_i) that students write
 # instead of 2i/d_model (i = 0 … d_model/2 − 1 numbers the pairs).
@@ -163,11 +166,13 @@ def check_add_positional_encoding(add_positional_encoding):
         ("X of shape (2, 3, 4, 6), with two leading axes", rng.normal(size=(2, 3, 4, 6))),
         ("a batch X of shape (4, 9, 16)", rng.normal(size=(4, 9, 16))),
         ("a batch X of shape (6, 2, 4)", rng.normal(size=(6, 2, 4))),
+        ("the task's ones of shape (3, 4)", np.ones((3, 4))),
+        ("the task's zeros of shape (2, 3, 4)", np.zeros((2, 3, 4))),
     ]
     for description, X in cases:
         name = f"add_positional_encoding on {description}"
         try:
-            actual = call(add_positional_encoding, X, on=description)
+            actual = call(add_positional_encoding, X, on=description, stand_ins=GRADED)
         except CheckFailed as failure:
             message = str(failure)
             if " raised " not in message:
@@ -200,8 +205,7 @@ def _diagnose_added(actual, X, name):
         check(False, f"{name}: different sequences got different encodings; add the same "
                      "PE[:T] to every sequence (it broadcasts over the leading axes).")
     check(False, f"{name}: each sequence gets an encoding, but not PE[:T] = "
-                 "sinusoidal_encoding(T, d_model) with T, d_model = X.shape[-2:] (if "
-                 "sinusoidal_encoding fails its checks, fix it first).")
+                 "sinusoidal_encoding(T, d_model) with T, d_model = X.shape[-2:].")
 
 
 # -- rotary_embedding ------------------------------------------------------------

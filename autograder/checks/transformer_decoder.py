@@ -20,13 +20,14 @@ given must come back unchanged. A step that recomputes the prefix from tokens
 kept elsewhere, or that keeps anything but the keys and values in the cache,
 cannot pass.
 
-Later tasks may call earlier ones (``decoder`` calls ``decoder_layer``,
-``transformer_logits`` and ``greedy_decode`` call ``decoder``). A later task
-is graded on its own: its result is also accepted when it is what the
-reference algorithm gives with the student's own earlier functions (found
-beside it, in the notebook), so that one mistake in ``decoder_layer`` costs
-the points of ``decoder_layer`` only. When a later task is wrong either way
-and an earlier function is wrong too, the message says which one to fix first.
+Later tasks call earlier ones (``decoder`` calls ``decoder_layer``,
+``transformer_logits`` calls ``decoder``, ``greedy_decode`` calls ``decoder``
+or ``init_decoder_cache`` and ``decoder_step``). A later task is judged on
+its own: each check calls the student's function with the reference's
+versions of the graded functions it uses standing in for the student's
+(``GRADED``), so that one mistake in ``decoder_layer`` costs the points of
+``decoder_layer`` only, and a later function that does no work earns nothing
+beside an earlier one that does none either.
 """
 
 import math
@@ -39,11 +40,18 @@ from solutions.positional_encoding import sinusoidal_encoding
 from solutions.scaled_dot_product import causal_mask, padding_mask
 from solutions.transformer_encoder import embed, encoder, layer_norm, position_wise_ffn
 
-from autograder.engine.checking import CheckFailed, check, check_shape, close
-from autograder.engine.harness import Unfinished, blame, call, compare, diagnose, quietly, seeded, students_own
+from autograder.engine.checking import check, check_shape, close
+from autograder.engine.harness import call, compare, diagnose, quietly, seeded
 from .rnn_encoder_decoder import check_greedy_contract, check_greedy_length
 
 SEED = 170603762  # arXiv 1706.03762, "Attention is all you need"
+# The graded functions: each check calls the student's function with the reference's others
+GRADED = (reference.decoder_layer, reference.decoder, reference.transformer_logits, reference.init_decoder_cache,
+          reference.decoder_step, reference.greedy_decode)
+# greedy_decode may call transformer_logits, which its reference does not: its checks name the
+# earlier tasks that stand in (the cache's tasks only in the check after theirs)
+GREEDY_STAND_INS = (reference.decoder_layer, reference.decoder, reference.transformer_logits)
+CACHED_STAND_INS = (*GREEDY_STAND_INS, reference.init_decoder_cache, reference.decoder_step)
 
 
 # -- inputs ------------------------------------------------------------------
@@ -106,7 +114,7 @@ def check_decoder_layer(decoder_layer):
                 self_mask = self_mask[None, None]
                 memory_mask = np.broadcast_to(memory_mask, (B, 1, T, S)).copy()
         kwargs = {} if lengths is None else {"self_mask": self_mask, "memory_mask": memory_mask}
-        actual = call(decoder_layer, Y, memory, params, h, **kwargs, on=description)
+        actual = call(decoder_layer, Y, memory, params, h, **kwargs, on=description, stand_ins=GRADED)
         expected = reference.decoder_layer(Y, memory, params, h, self_mask, memory_mask)
         if isinstance(actual, tuple):
             check(False, "decoder_layer should return the layer's output alone, an array "
@@ -237,7 +245,6 @@ def check_decoder(decoder):
         # without layers the decoder calls no decoder_layer: judged whatever that task's state
         ("B=2 targets of T=3 with no layers (the embedding alone)", 2, 3, 4, 6, 8, 2, 0, [4, 1]),
     ]
-    own_layer = students_own(decoder, "decoder_layer")
     for description, B, T, S, V, d, h, n, lengths in cases:
         params = model_params(rng, V, d, 2 * d, 0, n)
         tgt = rng.integers(0, V, size=(B, T))
@@ -245,19 +252,9 @@ def check_decoder(decoder):
         src_mask = None if lengths is None else padding_mask(np.array(lengths), S)
         kwargs = {} if src_mask is None else {"src_mask": src_mask}
         args = (tgt, memory, params, h, src_mask)
-        try:
-            actual = call(decoder, tgt, memory, params, h, **kwargs, on=description)
-        except CheckFailed:
-            if n and own_layer is not None and quietly(lambda: decoder_variant(*args, layer=own_layer)) is None:
-                continue  # the reference fails too beside the student's decoder_layer: left to its check
-            raise
+        actual = call(decoder, tgt, memory, params, h, **kwargs, on=description, stand_ins=GRADED)
         expected = reference.decoder(tgt, memory, params, h, src_mask)
         name = f"the output of decoder on {description}"
-        if n and own_layer is not None and not (isinstance(actual, np.ndarray) and actual.shape == expected.shape):
-            own = quietly(lambda: decoder_variant(*args, layer=own_layer))
-            if isinstance(own, (tuple, list)) and type(own) is type(actual) and len(own) == len(actual) \
-                    and all(close(mine, theirs) for mine, theirs in zip(own, actual)):
-                continue  # what the reference gives beside the student's decoder_layer, which is no array
         check_shape(actual, expected.shape, name)
         check(np.all(np.isfinite(actual)), f"{name} contains inf or NaN.")
         mistakes = [
@@ -290,14 +287,13 @@ def check_decoder(decoder):
                 lambda: [(quietly(lambda o=options: decoder_variant(*args, **o)), mistake)
                          for options, mistake in mistakes
                          if not (options.get("src_mask_on") is False and src_mask is None)],
-                variant=own_layer and (lambda: decoder_variant(*args, layer=own_layer)),
                 hint=lambda: "embed the targets with embed, then apply each layer of "
                 "params[\"decoder_layers\"] with self_mask=causal_mask(T) and the source mask "
-                "as memory_mask" + blame(decoder, ["decoder_layer"], _works))
+                "as memory_mask")
 
 
 def decoder_variant(tgt_tokens, memory, params, num_heads, src_mask=None, *,
-                    layer=reference.decoder_layer, causal="lower", src_mask_on=True,
+                    causal="lower", src_mask_on=True,
                     embedding="embed", layers="all"):
     """The reference decoder, or one with a known mistake.
 
@@ -319,7 +315,7 @@ def decoder_variant(tgt_tokens, memory, params, num_heads, src_mask=None, *,
     stack = {"all": stack, "reversed": stack[::-1], "first": stack[:1], "last": stack[-1:]}[layers]
     X = Y
     for layer_params in stack:
-        X = layer(X, memory, layer_params, num_heads, self_mask, memory_mask)
+        X = reference.decoder_layer(X, memory, layer_params, num_heads, self_mask, memory_mask)
     return X
 
 
@@ -341,15 +337,7 @@ def check_transformer_logits(transformer_logits):
         src_mask = None if lengths is None else padding_mask(np.array(lengths), S)
         kwargs = {} if src_mask is None else {"src_mask": src_mask}
         args = (src, tgt, params, h, src_mask)
-        own_decoder = students_own(transformer_logits, "decoder")
-        try:
-            actual = call(transformer_logits, src, tgt, params, h, **kwargs, on=description)
-        except CheckFailed as failure:
-            if not isinstance(failure, Unfinished) and own_decoder is not None \
-                    and quietly(lambda: logits_variant(*args, decoder=own_decoder)) is None \
-                    and _any_earlier_runs(transformer_logits, ("decoder_layer", "decoder")):
-                continue  # the reference fails too beside the student's decoder: left to its check
-            raise
+        actual = call(transformer_logits, src, tgt, params, h, **kwargs, on=description, stand_ins=GRADED)
         expected = reference.transformer_logits(src, tgt, params, h, src_mask)
         name = f"the logits on {description}"
         check_shape(actual, expected.shape, name)
@@ -379,13 +367,12 @@ def check_transformer_logits(transformer_logits):
                           quietly(lambda o=options: logits_variant(*args, **o)), mistake)
                          for options, mistake in mistakes
                          if not (src_mask is None and ("decoder_mask" in options or "encoder_mask" in options))],
-                variant=own_decoder and (lambda: logits_variant(*args, decoder=own_decoder)),
                 hint=lambda: "they are decoder(tgt, encoder(src)) @ E.T, with the source mask given "
-                "to both" + blame(transformer_logits, ["decoder"], _works))
+                "to both")
 
 
 def logits_variant(src_tokens, tgt_tokens, params, num_heads, src_mask=None, *,
-                   decoder=reference.decoder, output="E.T", encoder_mask=True,
+                   output="E.T", encoder_mask=True,
                    decoder_mask=True, memory="encoder"):
     """The reference logits, or logits with a known mistake."""
     E = params["embedding"]
@@ -393,7 +380,7 @@ def logits_variant(src_tokens, tgt_tokens, params, num_heads, src_mask=None, *,
         memory = encoder(src_tokens, params, num_heads, src_mask if encoder_mask else None)
     else:
         memory = embed(src_tokens, E)
-    out = decoder(tgt_tokens, memory, params, num_heads, src_mask if decoder_mask else None)
+    out = reference.decoder(tgt_tokens, memory, params, num_heads, src_mask if decoder_mask else None)
     return {"E.T": lambda: out @ E.T, "E": lambda: out @ E,
             "scaled": lambda: out @ E.T * math.sqrt(E.shape[1])}[output]()
 
@@ -476,14 +463,8 @@ def _check_greedy_case(greedy_decode, description, src, params, h, bos_id, eos_i
     kwargs = {} if src_mask is None else {"src_mask": src_mask}
     if use_cache:
         kwargs["use_cache"] = True
-    try:
-        actual = call(greedy_decode, *args, **kwargs, on=description)
-    except CheckFailed as failure:
-        calls = ("init_decoder_cache", "decoder_step") if use_cache else ("decoder_layer", "decoder", "transformer_logits")
-        if not isinstance(failure, Unfinished) and _fails_beside_own(greedy_decode, args, src_mask, use_cache) \
-                and _any_earlier_runs(greedy_decode, calls):
-            return  # the reference fails too beside the student's earlier functions: left to their checks
-        raise
+    actual = call(greedy_decode, *args, **kwargs, on=description,
+                  stand_ins=CACHED_STAND_INS if use_cache else GREEDY_STAND_INS)
     expected = reference.greedy_decode(*args, src_mask=src_mask)
     B, L = expected.shape
     what = "with use_cache=True, " if use_cache else ""
@@ -510,12 +491,6 @@ def _check_greedy_case(greedy_decode, description, src, params, h, bos_id, eos_i
 
 def _diagnose_greedy(greedy_decode, actual, expected, args, src_mask, description):
     src, params, h, bos_id, eos_id, max_len = args
-    for name in ("decoder", "transformer_logits"):
-        own = students_own(greedy_decode, name)
-        if own is not None:
-            mine = quietly(lambda: greedy_variant(*args, src_mask, **{name: own}))
-            if mine is not None and _same(actual, mine):
-                return  # right, with the student's own (wrong) decoder or logits
     check_greedy_length(actual, expected, bos_id, max_len, description)
     last_only = quietly(lambda: greedy_variant(*args, src_mask, feed="last"))
     first_read = quietly(lambda: greedy_variant(*args, src_mask, read="first"))
@@ -541,18 +516,12 @@ def _diagnose_greedy(greedy_decode, actual, expected, args, src_mask, descriptio
     check_shape(actual, expected.shape, f"the tokens on {description}")
     check(False, f"the tokens on {description} differ from greedy decoding: at each step run "
                  "the decoder on BOS and the tokens so far, take the argmax of its last "
-                 "position's logits (@ E.T) and append it"
-                 + blame(greedy_decode, ["decoder", "transformer_logits"], _works) + ".")
+                 "position's logits (@ E.T) and append it.")
 
 
 def _diagnose_cache(greedy_decode, actual, args, src_mask, description):
-    own = [students_own(greedy_decode, name) for name in ("init_decoder_cache", "decoder_step")]
-    if None not in own:
-        mine = quietly(lambda: greedy_variant(*args, src_mask, cache=tuple(own)))
-        if mine is not None and _same(actual, mine):
-            return  # right, with the student's own (wrong) init_decoder_cache or decoder_step
     kwargs = {} if src_mask is None else {"src_mask": src_mask}
-    plain = quietly(lambda: greedy_decode(*args, **kwargs))
+    plain = quietly(lambda: call(greedy_decode, *args, **kwargs, on=description, stand_ins=CACHED_STAND_INS))
     if plain is not None and _same(actual, plain):
         for options in LOOP_MISTAKES:
             wrong = quietly(lambda: greedy_variant(*args, src_mask, **options))
@@ -561,7 +530,7 @@ def _diagnose_cache(greedy_decode, actual, args, src_mask, description):
     check(False, f"on {description}, the tokens with use_cache=True differ from greedy decoding: "
                  "start from init_decoder_cache(memory, params, num_heads, src_mask) and at each "
                  "step call decoder_step on the newest token only, with the cache it returned "
-                 "last" + blame(greedy_decode, ["init_decoder_cache", "decoder_step"], _works) + ".")
+                 "last.")
 
 
 # Mistakes of the decoding loop, which a correct cache reproduces: graded by check_greedy_decode.
@@ -570,16 +539,13 @@ LOOP_MISTAKES = [dict(pad=False), dict(stop="first"), dict(stop="any"), dict(sto
 
 
 def greedy_variant(src_tokens, params, num_heads, bos_id, eos_id, max_len, src_mask=None, *,
-                   pad=True, stop="all", feed="prefix", read="last", mask=True,
-                   decoder=reference.decoder, transformer_logits=None, cache=None, bos=False):
+                   pad=True, stop="all", feed="prefix", read="last", mask=True, bos=False):
     """Greedy decoding as the reference does it, or with one known mistake.
 
     pad: finished rows produce EOS; stop: "all" (the reference), "first",
     "any" or "never"; feed: "prefix" or "last" (the decoder sees only the
     last token); read: the logits of the "last" or "first" position;
-    mask: False drops src_mask; decoder, transformer_logits: the functions
-    it calls; cache: (init_decoder_cache, decoder_step) to decode with; bos:
-    keep BOS in the output.
+    mask: False drops src_mask; bos: keep BOS in the output.
     """
     src_mask = src_mask if mask else None
     E = params["embedding"]
@@ -587,20 +553,10 @@ def greedy_variant(src_tokens, params, num_heads, bos_id, eos_id, max_len, src_m
     B = memory.shape[0]
     prefix = np.full((B, 1), bos_id)
     finished = np.zeros(B, dtype=bool)
-    if cache is not None:
-        init, step = cache
-        kept = init(memory, params, num_heads, src_mask)
     for _ in range(max_len):
         seen = prefix if feed == "prefix" else prefix[:, -1:]
-        if cache is not None:
-            output, kept = step(prefix[:, -1], kept, params, num_heads)
-            last = np.asarray(output) @ E.T
-        elif transformer_logits is not None:
-            last = transformer_logits(src_tokens, seen, params, num_heads, src_mask)
-            last = last[:, -1 if read == "last" else 0]
-        else:
-            out = decoder(seen, memory, params, num_heads, src_mask)
-            last = out[:, -1 if read == "last" else 0] @ E.T
+        out = reference.decoder(seen, memory, params, num_heads, src_mask)
+        last = out[:, -1 if read == "last" else 0] @ E.T
         token = np.argmax(last, axis=-1)
         if pad:
             token = np.where(finished, eos_id, token)
@@ -610,39 +566,6 @@ def greedy_variant(src_tokens, params, num_heads, bos_id, eos_id, max_len, src_m
                 "never": False}[stop]:
             break
     return prefix if bos else prefix[:, 1:]
-
-
-def _fails_beside_own(greedy_decode, args, src_mask, use_cache):
-    """Whether greedy decoding fails with one of the student's own functions it calls."""
-    if use_cache:
-        init, step = (students_own(greedy_decode, name) for name in ("init_decoder_cache", "decoder_step"))
-        variants = [dict(cache=(init or reference.init_decoder_cache, step or reference.decoder_step))] \
-            if init or step else []
-    else:
-        variants = [{name: own} for name in ("decoder", "transformer_logits")
-                    if (own := students_own(greedy_decode, name)) is not None]
-    return any(quietly(lambda: greedy_variant(*args, src_mask, **options)) is None for options in variants)
-
-
-def _any_earlier_runs(function, names):
-    """Whether one of the student's functions ``names`` (the tasks ``function`` calls) runs (does
-    not raise) on inputs it alone decides: with all of them unfinished (the untouched notebook), a
-    later task that raises is not left to their checks."""
-    rng = np.random.default_rng(SEED)
-    params = model_params(rng, 5, 8, 16, 0, 1)
-    memory, tgt = rng.normal(size=(2, 3, 8)), rng.integers(0, 5, size=(2, 2))
-    bare = {**params, "decoder_layers": []}  # a decoder without layers calls no decoder_layer
-    probes = {"decoder_layer": lambda f: f(embed(tgt, params["embedding"]), memory, params["decoder_layers"][0], 2,
-                                           causal_mask(2)),
-              "decoder": lambda f: f(tgt, memory, bare, 2),
-              "transformer_logits": lambda f: f(tgt, tgt, bare, 2),
-              "init_decoder_cache": lambda f: f(memory, params, 2),
-              "decoder_step": lambda f: f(tgt[:, 0], reference.init_decoder_cache(memory, params, 2), params, 2)}
-    for name in names:
-        own, probe = students_own(function, name), probes[name]
-        if own is not None and quietly(lambda: probe(own) is None or True) is not None:
-            return True
-    return False
 
 
 # -- init_decoder_cache -------------------------------------------------------------
@@ -663,7 +586,7 @@ def check_init_decoder_cache(init_decoder_cache):
         memory = rng.normal(size=(B, S, d))
         src_mask = None if lengths is None else padding_mask(np.array(lengths), S)
         kwargs = {} if src_mask is None else {"src_mask": src_mask}
-        actual = call(init_decoder_cache, memory, params, h, **kwargs, on=description)
+        actual = call(init_decoder_cache, memory, params, h, **kwargs, on=description, stand_ins=GRADED)
         expected = reference.init_decoder_cache(memory, params, h, src_mask)
         _check_cache(actual, expected, f"the cache on {description}", params, memory)
 
@@ -756,7 +679,7 @@ def check_decoder_step(decoder_step):
         src_mask = None if lengths is None else padding_mask(np.array(lengths), S)
         cache = cache_for(tgt[:, :t], memory, params, h, src_mask)
         args = (tgt[:, t], cache, params, h)
-        actual = call(decoder_step, *args, on=description)
+        actual = call(decoder_step, *args, on=description, stand_ins=GRADED)
         expected, expected_cache = reference.decoder_step(*args)
         check(isinstance(actual, tuple) and len(actual) == 2,
               f"decoder_step should return a pair (output, cache), but on {description} it "
@@ -844,31 +767,3 @@ def step_variant(token, cache, params, num_heads, *, position="t", scale=True, p
 
 def _same(actual, expected):
     return np.shape(actual) == np.shape(expected) and np.array_equal(actual, expected)
-
-
-
-def _works(name, function):
-    """Whether the student's earlier function `name` agrees with the reference on a probe."""
-    rng = seeded(SEED + 9)
-    params = model_params(rng, 7, 8, 16, 1, 2)
-    src, tgt = rng.integers(0, 7, size=(2, 4)), rng.integers(0, 7, size=(2, 3))
-    src_mask = padding_mask(np.array([4, 2]), 4)
-    memory = reference.encoder(src, params, 2, src_mask)
-    if name == "init_decoder_cache":
-        expected = reference.init_decoder_cache(memory, params, 2, src_mask)
-        return quietly(lambda: _check_cache(function(memory, params, 2, src_mask), expected, "",
-                                            params, memory) or True) is True
-    if name == "decoder_step":
-        cache = cache_for(tgt[:, :2], memory, params, 2, src_mask)
-        actual = quietly(lambda: function(tgt[:, 2], cache, params, 2))
-        return isinstance(actual, tuple) and len(actual) == 2 and close(
-            actual[0], reference.decoder_step(tgt[:, 2], cache, params, 2)[0])
-    if name == "decoder_layer":
-        args = (rng.normal(size=(2, 3, 8)), memory, params["decoder_layers"][0], 2,
-                causal_mask(3), src_mask[:, None, None, :])
-    elif name == "decoder":
-        args = (tgt, memory, params, 2, src_mask)
-    else:
-        args = (src, tgt, params, 2, src_mask)
-    expected = getattr(reference, name)(*args)
-    return close(quietly(lambda: function(*args)), expected)

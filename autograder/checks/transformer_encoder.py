@@ -28,9 +28,12 @@ from solutions.positional_encoding import sinusoidal_encoding
 from solutions.scaled_dot_product import causal_mask, padding_mask
 
 from autograder.engine.checking import CheckFailed, check, check_shape, close
-from autograder.engine.harness import broken_earlier, call, diagnose, quietly, seeded
+from autograder.engine.harness import call, diagnose, seeded
 
 SEED = 20170612  # the day "Attention is all you need" appeared on arXiv
+# The graded functions: each check calls the student's function with the reference's others
+GRADED = (reference.layer_norm, reference.position_wise_ffn, reference.encoder_layer, reference.embed,
+          reference.encoder)
 
 _LAYER_RULE = ("Z = LayerNorm(X + MultiHead(X, X, X)) with norm1, then "
                "LayerNorm(Z + FFN(Z)) with norm2")
@@ -198,26 +201,44 @@ def check_encoder_layer(encoder_layer):
          (1, 6, 16, 4, 64), "causal"),
         ("B=2, T=3, d_model=8, num_heads=1, d_ff=16 and no mask", (2, 3, 8, 1, 16), None),
     ]
+    problems = []
     for description, (B, T, d_model, h, d_ff), kind in cases:
-        X = rng.normal(size=(B, T, d_model))
-        params = _layer_params(rng, d_model, d_ff)
-        if kind is None:
-            mask = None
+        X, params = rng.normal(size=(B, T, d_model)), _layer_params(rng, d_model, d_ff)
+        mask = None if kind is None else causal_mask(T) if kind == "causal" else \
+            padding_mask(rng.integers(1, T + 1, size=B), T)[:, None, None, :]
+        problems.append((description, X, params, h, mask))
+    X, params = _layer_example()
+    problems.append(("the task's example", X, params, 2, None))
+    params = {**params, "norm2": {"gamma": np.array([1.0, 2.0, 3.0, 4.0]), "beta": np.array([0.0, 0.0, 0.0, 1.0])}}
+    problems.append(("the task's example with a new norm2", X, params, 2, None))
+    for description, X, params, h, mask in problems:
+        if mask is None:
             actual = _call(encoder_layer, X, params, h, params=params, on=description)
         else:
-            mask = causal_mask(T) if kind == "causal" else \
-                padding_mask(rng.integers(1, T + 1, size=B), T)[:, None, None, :]
-            actual = _call(encoder_layer, X, params, h, mask=mask, params=params,
-                           on=description)
+            actual = _call(encoder_layer, X, params, h, mask=mask, params=params, on=description)
         expected = reference.encoder_layer(X, params, h, mask)
         name = f"the output of encoder_layer on {description}"
         check_shape(actual, expected.shape, name)
         check(np.all(np.isfinite(actual)), f"{name} contains NaN or inf.")
         if close(actual, expected):
             continue
-        _blame(encoder_layer, ["layer_norm", "position_wise_ffn"], description)
         diagnose(actual, _layer_mistakes(X, params, h, mask), f"On {description}, ")
         check(False, f"On {description}, encoder_layer differs from {_LAYER_RULE}.")
+
+
+def _layer_example():
+    """The task's visible example: d_model = 4, two heads, attention values b_v, FFN output b_2."""
+    d = 4
+    params = {
+        "self_attn": {"W_q": np.zeros((d, d)), "W_k": np.zeros((d, d)), "W_v": np.zeros((d, d)),
+                      "W_o": np.eye(d), "b_q": np.zeros(d), "b_k": np.zeros(d),
+                      "b_v": np.array([1.0, 1.0, -1.0, -1.0]), "b_o": np.zeros(d)},
+        "norm1": {"gamma": np.ones(d), "beta": np.zeros(d)},
+        "ffn": {"W_1": np.zeros((d, 8)), "b_1": np.zeros(8), "W_2": np.zeros((8, d)),
+                "b_2": np.array([0.0, np.sqrt(2), -np.sqrt(2), 0.0])},
+        "norm2": {"gamma": np.ones(d), "beta": np.zeros(d)},
+    }
+    return np.array([[[1.0, -1.0, 1.0, -1.0]]]), params
 
 
 def _layer_mistakes(X, p, h, mask):
@@ -347,7 +368,6 @@ def check_encoder(encoder):
         check(np.all(np.isfinite(actual)), f"{name} contains NaN or inf.")
         if close(actual, expected):
             continue
-        _blame(encoder, ["embed", "encoder_layer"], description)
         diagnose(actual, _encoder_mistakes(tokens, params, h), f"On {description}, ")
         check(False, f"On {description}, encoder differs from embed(src_tokens, E) followed "
                      "by every layer of params['encoder_layers'] in turn.")
@@ -500,9 +520,10 @@ def _encoder_params(rng, V, d_model, d_ff, N):
 
 
 def _call(function, *args, params, on, **kwargs):
-    """call(), then check that the nested `params` were left as they were."""
+    """call() with the reference's other graded functions standing in, then check that the nested
+    `params` were left as they were."""
     snapshot = _copy(params)
-    result = call(function, *args, on=on, **kwargs)
+    result = call(function, *args, on=on, stand_ins=GRADED, **kwargs)
     name = getattr(function, "__name__", "your function")
     check(_unchanged(params, snapshot),
           f"{name} modified params on {on}: compute new arrays instead of changing the "
@@ -530,36 +551,3 @@ def _unchanged(tree, snapshot):
 
 def _relu(x):
     return np.maximum(0.0, x)
-
-
-
-
-
-
-def _blame(function, names, description):
-    """Fail naming an earlier task beside `function` (in the notebook) that is wrong, if any.
-
-    A later task calls the earlier ones: when one of them is wrong, that, not the
-    later function, is what to fix first.
-    """
-    name = broken_earlier(function, names, _works)
-    if name is not None:
-        own = getattr(function, "__name__", "your function")
-        check(False, f"On {description}, {own} is wrong, and so is your {name}, which "
-                     f"{own} may be using: make the checks of {name} pass first.")
-
-
-def _works(name, function):
-    """Whether the student's earlier function `name` agrees with the reference on a probe."""
-    rng = seeded(SEED + 6)
-    tokens = rng.integers(0, 5, size=(2, 3))
-    X = rng.normal(size=(2, 3, 8))
-    layer = _layer_params(rng, 8, 16)
-    args = {"layer_norm": (X, layer["norm1"]["gamma"], layer["norm1"]["beta"]),
-            "position_wise_ffn": (X, layer["ffn"]),
-            "encoder_layer": (X, layer, 2),
-            "embed": (tokens, rng.normal(size=(5, 8)))}[name]
-    expected = getattr(reference, name)(*args)
-    return close(quietly(lambda: function(*args)), expected)
-
-

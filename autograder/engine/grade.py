@@ -380,7 +380,7 @@ def run_test(test, visible, sandbox, secret, earlier=()):
         return failed("not graded: the notebook's process had stopped before this check ran")
     namespace = dict(sandbox.functions)
     try:
-        with harness.secret(secret):
+        with harness.secret(secret), harness.answering() as stood_in:
             exec(compile(test.hidden, f"<hidden checks of {test.grade_id}>", "exec"), namespace)
     except CheckFailed as failure:
         return failed(str(failure), failure.cause)
@@ -393,6 +393,13 @@ def run_test(test, visible, sandbox, secret, earlier=()):
                          "or did it fail to run?)")
     except Exception as error:  # the student's result broke a check: it is not right
         return failed(f"{type(error).__name__}: {_first_line(error)}")
+    if visible["error"] is not None and stood_in:
+        # The hidden checks, which include the visible check's cases, passed with the reference's
+        # versions of the student's other functions standing in: the visible failure came from those
+        # (whose own checks take their points), not from this task's code.
+        return Check(test.grade_id, test.points, test.points,
+                     f"Right when judged with a correct {' and '.join(sorted(stood_in))}; in the notebook, "
+                     f"{failure_message(visible['error'])}")
     if visible["error"] is not None:
         return failed("")
     return Check(test.grade_id, test.points, test.points)

@@ -22,6 +22,8 @@ Nothing the notebook measures or redefines (``tracemalloc``, a given
 import contextlib
 import contextvars
 import copy
+import functools
+import inspect
 import io
 import os
 import resource
@@ -29,6 +31,7 @@ import warnings
 
 import numpy as np
 
+from . import trampoline
 from .checking import CheckFailed, check, check_close, close, named_cause
 
 # The grader passes a secret number per submission to the checks it runs
@@ -67,28 +70,37 @@ class Unfinished(CheckFailed):
     """
 
 
-def call(function, *args, on, **kwargs):
+def call(function, *args, on, stand_ins=(), **kwargs):
     """Return ``function(*args, **kwargs)``; ``on`` describes the input for messages.
 
     Warnings and stderr are silenced while it runs: nbgrader scores a cell
     zero when anything reaches stderr, and a correct function that warns
     deserves its points. Arguments, parameter dicts included, must come back
     unchanged.
+
+    ``stand_ins``: the reference's versions of the graded functions (by their ``__name__``).
+    When the checked function's own is among them, only those that it reaches stand in
+    (`_reached`: by name, through an ungraded helper, as a default argument; never the
+    function itself, nor a later task that uses it); otherwise all of them. While it runs,
+    the student's functions of those names answer with the reference's value for the arguments they
+    are given, however the function reaches them (by name, through a helper, as a
+    default argument), so that a task is judged on its own. See `standing_in`.
     """
     name = getattr(function, "__name__", "your function")
     snapshot = copy.deepcopy((args, kwargs))
     with warnings.catch_warnings(), np.errstate(all="ignore"), \
-            contextlib.redirect_stderr(io.StringIO()):
+            contextlib.redirect_stderr(io.StringIO()), standing_in(function, stand_ins) as run:
         warnings.simplefilter("ignore")
         try:
-            result = function(*args, **kwargs)
+            result = run(*args, **kwargs)
         except NotImplementedError:
             raise Unfinished(f"{name} raises NotImplementedError: it is not implemented yet, or a function "
                              "of yours that it calls is not (finish that one first).") from None
-        except MemoryError:
+        except MemoryError as error:
             if _MEMORY.get():
                 raise _OutOfMemory() from None
-            raise CheckFailed(f"{name} raised MemoryError on {on}.") from None
+            detail = f" ({error})" if str(error) else ""  # a stand-in's: the reference over its limit
+            raise CheckFailed(f"{name} raised MemoryError{detail} on {on}.") from None
         except Exception as error:  # any failure of student code is a failed check
             raise CheckFailed(
                 f"{name} raised {type(error).__name__} ({error}) on {on}."
@@ -99,8 +111,173 @@ def call(function, *args, on, **kwargs):
     return result
 
 
-def call_in_memory(function, *args, on, limit_bytes, **kwargs):
-    """``call(function, *args, on=on, **kwargs)`` where the call has at most ``limit_bytes`` of
+_ANSWERED = contextvars.ContextVar("answered", default=None)
+
+
+@contextlib.contextmanager
+def answering():
+    """Yield the set of the names whose stand-ins answered (were called) in the `with` block: the
+    graded functions a check judged the student's function with the reference's versions of."""
+    names = set()
+    token = _ANSWERED.set(names)
+    try:
+        yield names
+    finally:
+        _ANSWERED.reset(token)
+
+
+def answered(name):
+    """Note that the stand-in for `name` answered (see `answering`)."""
+    names = _ANSWERED.get()
+    if names is not None:
+        names.add(name)
+
+
+def _noting(name, stand_in):
+    """``stand_in``, noting each call (`answered`)."""
+    @functools.wraps(stand_in)
+    def noted(*args, **kwargs):
+        answered(name)
+        return stand_in(*args, **kwargs)
+    return noted
+
+
+@contextlib.contextmanager
+def standing_in(function, stand_ins):
+    """Yield what calls ``function`` with the student's functions named as those of ``stand_ins``
+    (the reference's: functions, or a dict name -> function) answering as them: only those that
+    the reference of ``function`` reaches when it is among them (`_reached`), never ``function``
+    itself. A plain student function answers by identity (`trampoline`), others by name.
+
+    - a sandbox proxy (``sandbox.StudentFunction``, under ``grade``): the reference never enters
+      the student's process; stand-ins there send their arguments (plain data) to the grader,
+      which computes the reference's value and answers only for the names of the call it is
+      waiting on; a stand-in kept for later answers nothing. An argument that is not plain data
+      makes the stand-in raise a TypeError naming the function;
+    - a plain function (plain nbgrader kernels, the tests): the swap happens in its namespace
+      (``__globals__``), and its defaults, then is undone (`_swapped`).
+    """
+    from .sandbox import StudentFunction  # the engine's sandbox, loaded when used
+
+    if not isinstance(stand_ins, dict):
+        stand_ins = {stand_in.__name__: stand_in for stand_in in stand_ins}
+    own = getattr(function, "__name__", None)
+    namespace = getattr(inspect.unwrap(function), "__globals__", None)
+    if isinstance(namespace, dict):  # the name the notebook gives it, which its __name__ may not be
+        own = next((name for name in stand_ins if namespace.get(name) is inspect.unwrap(function)), own)
+    if own in stand_ins:
+        # only the graded functions that the checked function's reference reaches stand in: a later
+        # task's reference (which may compute this very task) never answers for it
+        reached = _reached(stand_ins[own], frozenset(stand_ins))
+        stand_ins = {name: stand_in for name, stand_in in stand_ins.items() if name in reached}
+    stand_ins = {name: stand_in for name, stand_in in stand_ins.items() if name != own}
+    if not stand_ins:
+        yield function
+    elif isinstance(function, StudentFunction):
+        yield function.standing_in(stand_ins)
+    else:
+        with _swapped(inspect.unwrap(function), {name: _noting(name, f) for name, f in stand_ins.items()}):
+            yield function
+
+
+def _reached(reference, graded):
+    """The names of `graded` that the function `reference` reaches: by a global name of its code
+    (nested functions and lambdas included), through an ungraded function it calls the same way,
+    or as a default argument; a graded function is not followed further (it stands in whole)."""
+    found, seen = set(), set()
+
+    def visit(function):
+        function = inspect.unwrap(function)
+        code = getattr(function, "__code__", None)
+        if code is None or id(function) in seen:
+            return
+        seen.add(id(function))
+        namespace = getattr(function, "__globals__", {})
+        values = [namespace[name] for name in _global_names(code) if name in namespace]
+        values += list(getattr(function, "__defaults__", None) or ())
+        values += list((getattr(function, "__kwdefaults__", None) or {}).values())
+        for value in values:
+            if isinstance(value, functools.partial):
+                value = value.func
+            name = getattr(value, "__name__", None)
+            if name in graded and callable(value):
+                found.add(name)
+            elif inspect.isfunction(value):
+                visit(value)
+
+    visit(reference)
+    return frozenset(found)
+
+
+def _global_names(code):
+    """The names `code` and the code nested in it may look up globally."""
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if inspect.iscode(constant):
+            names |= _global_names(constant)
+    return names
+
+
+@contextlib.contextmanager
+def _swapped(function, stand_ins):
+    """The functions of ``function``'s namespace named as ``stand_ins`` answering as them, restored on
+    exit: a plain function by identity (`trampoline`: its aliases, partials and the defaults that
+    hold it answer too), for arguments that bind to the stand-in's parameters (others go to the
+    student's own); anything else by name in the namespace and in ``function``'s defaults."""
+    namespace = getattr(function, "__globals__", None)
+    if not isinstance(namespace, dict):
+        yield
+        return
+    missing = object()
+    undos = []
+    for name, stand_in in list(stand_ins.items()):
+        value = namespace.get(name, missing)
+        if trampoline.swappable(value) and value is not inspect.unwrap(stand_in) and value is not function:
+            undos.append(trampoline.swap(value, _binding_or_own(stand_in, trampoline.copy(value))))
+            stand_ins = {key: item for key, item in stand_ins.items() if key != name}
+    originals = {name: namespace.get(name, missing) for name in stand_ins}
+    replaced = {id(value): stand_ins[name] for name, value in originals.items() if value is not missing}
+    defaults = getattr(function, "__defaults__", None)
+    kwdefaults = getattr(function, "__kwdefaults__", None)
+    try:
+        namespace.update(stand_ins)
+        if defaults:
+            function.__defaults__ = tuple(replaced.get(id(value), value) for value in defaults)
+        if kwdefaults:
+            function.__kwdefaults__ = {key: replaced.get(id(value), value) for key, value in kwdefaults.items()}
+        yield
+    finally:
+        for undo in undos:
+            undo()
+        for name, value in originals.items():
+            if value is missing:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = value
+        if defaults:
+            function.__defaults__ = defaults
+        if kwdefaults:
+            function.__kwdefaults__ = kwdefaults
+
+
+def _binding_or_own(stand_in, own):
+    """``stand_in`` for the arguments its parameters take, ``own`` (the student's) for others."""
+    try:
+        signature = inspect.signature(stand_in)
+    except (TypeError, ValueError):
+        return stand_in
+
+    def answer(*args, **kwargs):
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError:
+            return own(*args, **kwargs)
+        return stand_in(*args, **kwargs)
+    return answer
+
+
+def call_in_memory(function, *args, on, limit_bytes, stand_ins=(), **kwargs):
+    """``call(function, *args, on=on, stand_ins=stand_ins, **kwargs)`` where the call has at most ``limit_bytes`` of
     memory beyond its process's baseline; ``CheckFailed`` naming the function, the input and
     the limit when it does not fit (MemoryError, or its process dies).
 
@@ -136,11 +313,11 @@ def call_in_memory(function, *args, on, limit_bytes, **kwargs):
         try:
             bounded = function.in_memory(limit_bytes)
             with _memory_error_as(failed):
-                return call(bounded, *args, on=on, **kwargs)
+                return call(bounded, *args, on=on, stand_ins=stand_ins, **kwargs)
         except SandboxStopped as stop:
             raise OutOfMemory(f"{name} could not be run within {limit} of memory on {on} "
                               f"({stop.reason}).") from None
-    return _call_forked(function, args, kwargs, on, limit_bytes, failed)
+    return _call_forked(function, args, kwargs, on, limit_bytes, failed, stand_ins)
 
 
 class OutOfMemory(CheckFailed):
@@ -168,7 +345,7 @@ def _memory_error_as(failed):
 _MEMORY = contextvars.ContextVar("memory", default=False)  # inside call_in_memory: MemoryError fails it
 
 
-def _call_forked(function, args, kwargs, on, limit_bytes, failed):
+def _call_forked(function, args, kwargs, on, limit_bytes, failed, stand_ins=()):
     """``call`` in a forked child whose address space is capped at its size plus ``limit_bytes``."""
     from . import wire
 
@@ -182,7 +359,7 @@ def _call_forked(function, args, kwargs, on, limit_bytes, failed):
             resource.setrlimit(resource.RLIMIT_AS, (size + limit_bytes, size + limit_bytes))
             try:
                 with _memory_error_as(failed):
-                    message = ("returned", call(function, *args, on=on, **kwargs))
+                    message = ("returned", call(function, *args, on=on, stand_ins=stand_ins, **kwargs))
             except CheckFailed as failure:
                 message = ("out of memory" if isinstance(failure, OutOfMemory) else "failed", str(failure))
             tree, blobs = wire.encode(message)

@@ -33,11 +33,13 @@ import builtins
 import contextlib
 import fcntl
 import importlib.util
+import inspect
 import keyword
 import os
 import pty
 import py_compile
 import re
+import resource
 import selectors
 import shutil
 import signal
@@ -50,16 +52,18 @@ import tempfile
 import termios
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from . import wire
+from . import harness, wire
 from .course import ENGINE_PACKAGE
 
 HERE = Path(__file__).resolve().parent
-RUNNER_FILES = (HERE / "sandbox_runner.py", HERE / "wire.py", HERE / "checking.py")
+RUNNER_FILES = (HERE / "sandbox_runner.py", HERE / "wire.py", HERE / "checking.py",
+                HERE / "trampoline.py")
 SITE_PACKAGES = [folder for folder in site.getsitepackages() if os.path.isdir(folder)]
 GRACE = 5.0  # seconds the grader waits beyond the runner's own alarm before killing it
 # In a sandbox for memory checks, glibc's malloc serves arrays of 128 KiB and more from their own
@@ -250,7 +254,7 @@ class Sandbox:
                                          env=None if self.isolate else {**os.environ, **self._environment()})
         theirs.close()
         self._socket = ours
-        self._reader, self._writer = ours.makefile("rb"), ours.makefile("wb")
+        self._reader, self._writer = ours.makefile("rb", wire.STREAM_BUFFER), ours.makefile("wb", wire.STREAM_BUFFER)
         self._started = time.monotonic()
         if self.deadline is None:
             self.deadline = self._started + self.limits.submission_seconds
@@ -501,23 +505,33 @@ class Sandbox:
         self.stopped.setdefault(name, f"{name} ran longer than its limit of {seconds:g} s in {where} "
                                       "and is not called again")
 
-    def call(self, name, args, kwargs):
+    def call(self, name, args, kwargs, stand_ins=None):
         """The student's `name(*args, **kwargs)`, run in the sandbox.
 
         Changes the function made to its arguments are made to `args` and
         `kwargs` too, as if it had run here, so that checks can notice them.
         A function that ran out of time once raises TimeoutError at once.
+        `stand_ins` ({name: function of ours}): while it runs, the notebook's
+        functions of those names (looked up globally, or defaults of the
+        function called) answer with our function's value for their arguments,
+        computed here (the runner's stand-ins ask, `_answer` answers).
         """
         if name in self.stopped:
             raise TimeoutError(self.stopped[name])
+        stand_ins = dict(stand_ins or {})
         seconds = self.timeouts.calls.get(name, self.timeouts.call or self.limits.call_seconds)
-        self._send({"op": "call", "name": name, "timeout": seconds}, [args, kwargs])
+        self._send({"op": "call", "name": name, "timeout": seconds, "stand_ins": sorted(stand_ins)},
+                   [args, kwargs])
         try:
-            header, blobs = self._receive(seconds * self.limits.wall_factor, f"{name} in {self._checking()}")
-            while header.get("op") == "shell":
-                self._send({"op": "shell", "refused": "a shell command runs only in the notebook's cells, "
-                                                      "not when a check calls a function"})
+            while True:
                 header, blobs = self._receive(seconds * self.limits.wall_factor, f"{name} in {self._checking()}")
+                if header.get("op") == "stand-in":
+                    self._answer(header, blobs, stand_ins)
+                elif header.get("op") == "shell":
+                    self._send({"op": "shell", "refused": "a shell command runs only in the notebook's cells, "
+                                                          "not when a check calls a function"})
+                else:
+                    break
         except SandboxStopped as stop:
             if stop.status == "timeout":  # it could not be interrupted
                 self._stop_calling(name, self._checking(), seconds)
@@ -539,6 +553,102 @@ class Sandbox:
         return value
 
 
+    def _answer(self, header, blobs, stand_ins):
+        """Answer a stand-in's request: our function's value for its arguments, only for a name of
+        the call we are waiting on; its error (type name, message) when it raises; "unbound" when
+        the arguments do not bind to its parameters (the runner then calls the student's own).
+        It runs within the submission's deadline and the notebook's memory limit (`_bounded`)."""
+        name = header.get("name")
+        function = stand_ins.get(name) if isinstance(name, str) else None
+        try:
+            args, kwargs = wire.decode(header.get("arguments"), blobs)
+            if not isinstance(kwargs, dict) or not isinstance(args, (list, tuple)):
+                raise TypeError("malformed arguments")
+        except (wire.WireError, ValueError, TypeError) as error:
+            self._stopped("crashed", f"the notebook's process sent a malformed request ({error})")
+        if function is None:
+            reply = {"op": "raised", "error": {"ename": "RuntimeError", "evalue": f"no stand-in for {name!r} now"}}
+        elif not _binds(function, args, kwargs):
+            reply = {"op": "unbound", "error": {"ename": "TypeError", "evalue": (
+                f"the correct {name}'s parameters do not take these arguments")}}
+        else:
+            harness.answered(name)
+            try:
+                with warnings.catch_warnings(), np.errstate(all="ignore"), \
+                        _bounded(self.deadline - time.monotonic(), self.limits.memory_bytes, name):
+                    warnings.simplefilter("ignore")
+                    value = function(*args, **kwargs)
+                reply = {"op": "answer", "value": value}
+            except Exception as error:  # what a correct function raises on these arguments
+                reply = {"op": "raised", "error": {"ename": type(error).__name__, "evalue": str(error)[:2000]}}
+        tree, out_blobs = wire.encode(reply.pop("value", None))
+        if sum(blob.nbytes for blob in out_blobs) > wire.MAX_MESSAGE_BYTES // 2:
+            tree, out_blobs = None, []
+            reply = {"op": "raised", "error": {"ename": "MemoryError", "evalue": (
+                f"the correct {name}'s value on these arguments is larger than a stand-in may send "
+                f"({wire.MAX_MESSAGE_BYTES // 2 // 1024 ** 2} MiB)")}}
+        try:
+            wire.send(self._writer, {**reply, "value": tree}, out_blobs)
+        except OSError:
+            self._stopped()
+
+
+def _binds(function, args, kwargs):
+    try:
+        inspect.signature(function).bind(*args, **kwargs)
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read: let it try
+        pass
+    return True
+
+
+class _OverTime(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _bounded(seconds, memory_bytes, name):
+    """Run the block (the reference answering a stand-in, in the grader) within `seconds` (what is
+    left of the submission's time: SIGALRM, in the main thread) and `memory_bytes` more address
+    space (RLIMIT_AS, lowered for the block): over either, TimeoutError or MemoryError naming
+    `name`, which the stand-in raises in the student's call; the grader goes on."""
+    if seconds <= 0:
+        raise TimeoutError(f"the correct {name} was not computed: the submission's time is up")
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = _address_space() + memory_bytes
+    cap = cap if hard == resource.RLIM_INFINITY else min(cap, hard)
+    timed = threading.current_thread() is threading.main_thread()
+    if timed:
+        def over_time(signum, frame):
+            raise _OverTime()
+        previous = signal.signal(signal.SIGALRM, over_time)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    except _OverTime:
+        raise TimeoutError(f"the correct {name} took longer than the submission's time left "
+                           f"({seconds:.3g} s) on these arguments") from None
+    except MemoryError:
+        raise MemoryError(f"the correct {name} needs more than {memory_bytes / 1024 ** 3:g} GiB "
+                          "on these arguments") from None
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        if timed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+
+def _address_space():
+    """This process's address space (VmSize), in bytes."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 class StudentFunction:
     """A student's function, seen from the grader: calling it runs it in the sandbox."""
 
@@ -547,6 +657,11 @@ class StudentFunction:
 
     def __call__(self, *args, **kwargs):
         return self._sandbox.call(self.__name__, args, kwargs)
+
+    def standing_in(self, stand_ins):
+        """This function, called with the notebook's functions of `stand_ins` ({name: our
+        function}) answering as ours (`Sandbox.call`)."""
+        return lambda *args, **kwargs: self._sandbox.call(self.__name__, args, kwargs, stand_ins)
 
     def in_memory(self, limit_bytes):
         """This function in the submission's sandbox for memory checks (`Sandbox.in_memory`):

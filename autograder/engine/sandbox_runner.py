@@ -20,9 +20,27 @@ to the grader over the socket FD with `wire` messages:
              "seconds": s, "cpu_seconds": s}  (one per cell)
   runner -> {"op": "ran", "functions": [names of the callables the notebook defined],
              "started": t, "imported": t}  (time.monotonic() when it started and had imported)
-  grader -> {"op": "call", "name": n, "timeout": s, "arguments": [args, kwargs]} (wire value)
+  grader -> {"op": "call", "name": n, "timeout": s, "stand_ins": [names],
+             "arguments": [args, kwargs]} (wire value)
+  while it runs, for each call of a stand-in (below):
+    runner -> {"op": "stand-in", "name": e, "arguments": [args, kwargs]}
+    grader -> {"op": "answer", "value": value}, {"op": "raised", "error": {...}}
+              or {"op": "unbound", "error": {...}}
   runner -> {"op": "returned", "cpu_seconds": s} + [result, args, kwargs after the call]
             or {"op": "raised", "error": {...}, "cpu_seconds": s}
+
+Stand-ins: while the called function runs, the notebook's function of each
+name of "stand_ins" (the graded functions its reference reaches) answers as a
+stand-in that sends its arguments to the grader and returns the grader's
+answer: the reference's value, computed there (the reference never enters
+this process). A plain function answers by identity (`trampoline`: every
+alias, partial or default holding it), anything else by name. So a function
+is judged with correct neighbours, whatever the student's are. Arguments the
+reference's parameters do not take ("unbound") go to the student's own
+function. All is restored after the call; a stand-in kept by the notebook
+answers nothing afterwards, and the grader answers only for the names of the
+call it is waiting on. When the call raises after stand-ins answered, only
+the exception's type and line are reported (its message may hold answers).
 
 limits["memory_above_baseline"], when not null, makes this a sandbox for
 memory checks: before the first cell, the runner reserves BLAS's work buffer,
@@ -83,12 +101,14 @@ import socket
 import sys
 import time
 import tokenize
+import traceback
 import types
 import warnings
 
 STARTED = time.monotonic()  # the interpreter is up: what follows is imports
 
 sys.path += sys.argv[2:]  # the packages' folders (NumPy...), when started without `site`
+import trampoline  # noqa: E402
 import wire  # noqa: E402 (numpy)
 from checking import arguments_of  # noqa: E402 (the check helpers', also a runner file)
 
@@ -515,6 +535,100 @@ def where(error, inputs=True):
         return {}
 
 
+class StandIns:
+    """The stand-ins of the call running now: its names, and the channel to the grader."""
+
+    def __init__(self, reader, writer):
+        self.reader, self.writer, self.names = reader, writer, frozenset()
+        self.answered = set()  # the names whose stand-ins answered (gave values) during the call
+
+    def make(self, name, own=None):
+        """The stand-in for the notebook's function `name`: the grader's answer for its arguments,
+        while a call that names it runs; `own` (the student's function, or None) for arguments
+        that do not bind to the correct function's parameters (renamed or added by the student)."""
+        def stand_in(*args, **kwargs):
+            if name not in self.names:
+                raise RuntimeError(f"{name}: this stand-in for the correct {name} answered only "
+                                   "during the check's call")
+            tree, blobs = wire.encode([args, kwargs])
+            kind = wire.unsupported(tree)
+            if kind is not None:
+                raise TypeError(f"{name} was given a {kind}, which is not plain data (numbers, arrays, "
+                                f"lists, dicts): your function is judged with a correct {name}, which "
+                                "runs in the grader and can only be given plain data")
+            # the round trip is not interrupted by a time limit (it would leave half an answer
+            # unread): the alarm that fell in it is raised after; and the clock's limit stops while
+            # the grader computes (its time is not the student's; the CPU limit counts this process)
+            masked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGPROF})
+            wall, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+            try:
+                wire.send(self.writer, {"op": "stand-in", "name": name, "arguments": tree}, blobs)
+                header, blobs = wire.receive(self.reader)
+            finally:
+                if wall > 0:
+                    signal.setitimer(signal.ITIMER_REAL, wall)
+                signal.pthread_sigmask(signal.SIG_SETMASK, masked)
+            if header.get("op") == "unbound" and own is not None:
+                return own(*args, **kwargs)
+            if header.get("op") == "answer":
+                self.answered.add(name)
+                return wire.decode(header["value"], blobs)
+            error = header.get("error") or {}
+            kind = getattr(builtins, str(error.get("ename")), None)
+            kind = kind if isinstance(kind, type) and issubclass(kind, Exception) else RuntimeError
+            raise kind(str(error.get("evalue", "")))
+        stand_in.__name__ = stand_in.__qualname__ = name
+        return stand_in
+
+    def swap(self, function, names):
+        """Make the notebook's functions of `names` answer as their stand-ins, however the student
+        reaches them: a plain function (no free variables) by identity, its code replaced by a
+        trampoline to the stand-in (so aliases, partials and defaults that hold it answer too);
+        anything else by name in the notebook and in `function`'s defaults. Return what undoes it."""
+        undos, originals, replaced = [], {}, {}
+        for name in names:
+            value = NOTEBOOK.get(name, MISSING)
+            if trampoline.swappable(value) and value is not function:  # never the called function
+                undos.append(trampoline.swap(value, self.make(name, trampoline.copy(value))))
+            else:
+                originals[name] = value
+                stand_in = self.make(name, value if callable(value) else None)
+                if value is not MISSING:
+                    replaced[id(value)] = stand_in
+                NOTEBOOK[name] = stand_in
+        defaults = getattr(function, "__defaults__", None)
+        kwdefaults = getattr(function, "__kwdefaults__", None)
+        try:
+            if defaults and replaced:
+                function.__defaults__ = tuple(replaced.get(id(value), value) for value in defaults)
+            if kwdefaults and replaced:
+                function.__kwdefaults__ = {key: replaced.get(id(value), value) for key, value in kwdefaults.items()}
+        except (AttributeError, TypeError):  # not a plain function: its defaults stay
+            pass
+        self.names = frozenset(names)
+
+        def restore():
+            self.names = frozenset()
+            for undo in undos:
+                undo()
+            for name, value in originals.items():
+                if value is MISSING:
+                    NOTEBOOK.pop(name, None)
+                else:
+                    NOTEBOOK[name] = value
+            with_defaults = {"__defaults__": defaults, "__kwdefaults__": kwdefaults}
+            for attribute, value in with_defaults.items():
+                if value is not None and replaced:
+                    try:
+                        setattr(function, attribute, value)
+                    except (AttributeError, TypeError):
+                        pass
+        return restore
+
+
+MISSING = object()
+
+
 def baseline_memory():
     """This process's address space (VmSize, bytes) once NumPy is ready: BLAS's work buffer,
     which its first product reserves (32 MiB), is made here, before the notebook runs."""
@@ -538,7 +652,7 @@ def system(command):
 
 def main(fd):
     channel = socket.socket(fileno=fd)
-    reader, writer = channel.makefile("rb"), channel.makefile("wb")
+    reader, writer = channel.makefile("rb", wire.STREAM_BUFFER), channel.makefile("wb", wire.STREAM_BUFFER)
     request, _ = wire.receive(reader)
     limits = request["limits"]
     budget = [limits["output_chars"]]
@@ -628,6 +742,7 @@ def main(fd):
                        and not isinstance(value, type(os)))
     wire.send(writer, {"op": "ran", "functions": functions, "started": STARTED, "imported": imported})
 
+    stand_ins = StandIns(reader, writer)
     while True:
         message = wire.receive(reader)
         if message is None:
@@ -638,14 +753,26 @@ def main(fd):
             args, kwargs = wire.decode(request["arguments"], blobs)
             del message, blobs  # the arrays are decoded: their bytes would only take memory
             function = NOTEBOOK.get(request["name"])
+            names = [name for name in request.get("stand_ins") or () if isinstance(name, str)]
+            stand_ins.answered = set()
+            restore = stand_ins.swap(function, names) if names else None
             cpu = time.process_time()
             try:
-                value, _, _ = with_limits(lambda: function(*args, **kwargs), request["timeout"])
+                try:
+                    value, _, _ = with_limits(lambda: function(*args, **kwargs), request["timeout"])
+                finally:
+                    if restore:
+                        restore()
             except BaseException as error:  # the student's function failed: report, go on
                 if isinstance(error, CellTimeout):  # blame the function the check called
                     error = CellTimeout(request["name"], request["timeout"])
                 note_timeout(error, "in a check")
-                wire.send(writer, {"op": "raised", "error": describe(error, inputs=False),
+                described = describe(error, inputs=False)
+                if stand_ins.answered and not isinstance(error, CellTimeout):
+                    # its message may carry what the stand-ins answered (the reference's values)
+                    described["evalue"] = ("its message is not shown, as the correct "
+                                           f"{' and '.join(sorted(stand_ins.answered))} answered in the call")
+                wire.send(writer, {"op": "raised", "error": described,
                                    "cpu_seconds": time.process_time() - cpu})
                 del args, kwargs, error
                 continue

@@ -223,6 +223,8 @@ def attention_with_own_softmax(Q, K, V, mask=None):
     if mask is not None:
         scores = np.where(mask, scores, -1e9)
     weights = softmax(scores, axis=-1)
+    if mask is not None:  # a query with no key to attend to takes nothing
+        weights = np.where(np.broadcast_to(mask, weights.shape).any(axis=-1, keepdims=True), weights, 0.0)
     return weights @ V, weights
 
 

@@ -22,6 +22,7 @@ import functools
 import importlib
 import types
 
+import numpy as np
 import pytest
 
 from autograder.engine import harness
@@ -44,25 +45,18 @@ ALSO_MADE = {("language_model", "beam-search-no-penalty"): {"log P without the l
              ("training", "adam-pytorch-defaults"): {"0.999"},        # PyTorch's β2 and ε both
              ("training", "adam-default-eps-1e-8"): {"default"},      # ε = 1e-8 is PyTorch's default
              ("training", "adam-pytorch-beta2"): {"default"},  # "the paper's beta2 = 0.98 by default": its β2 is not
-             ("efficient_attention", "backward-exp-before-mask"): {"contains NaN or inf"}}  # its exp overflows
+             ("efficient_attention", "backward-exp-before-mask"): {"contains NaN or inf"},  # its exp overflows
+             ("bahdanau", "bahdanau-softmax-unstable"): {"NaN"}}  # so does this one's
 
 # An unfinished task that a later task calls: beside it, a raise of the later task earns nothing, since
 # nothing tells a right function beside it from a wrong one that only calls it (which would earn points
 # without the skill, and the untouched notebook would score). Those cells fail with it, as not
 # implemented, and name no mistake. (slug, unfinished task) -> those cells.
-WAITING = {("rnn_encoder_decoder", "encode"): {"test_greedy_decode"},
-           ("rnn_encoder_decoder", "decode_step"): {"test_greedy_decode"},
-           **{("transformer_decoder", task): {"test_transformer_logits", "test_greedy_decode"}
+WAITING = {**{("transformer_decoder", task): {"test_transformer_logits", "test_greedy_decode"}
               for task in ("decoder_layer", "decoder")},
            ("transformer_decoder", "transformer_logits"): {"test_greedy_decode"},
            **{("transformer_decoder", task): {"test_greedy_decode_cache"}
-              for task in ("init_decoder_cache", "decoder_step")},
-           ("training", "noam_learning_rate"): {"test_train"},
-           ("training", "adam_step"): {"test_train"}}
-# A mistake of an earlier task that gives NaN where a later task calls it: NaN never earns a point, so
-# the later task's cells cannot be judged right beside it; they fail asking to fix the earlier task
-# first. (slug, mistake) -> those cells.
-NAN_BESIDE = {("training", "adam-step-from-0"): {"test_train"}}
+              for task in ("init_decoder_cache", "decoder_step")}}
 
 
 def _rebound(function, namespace, module):
@@ -192,11 +186,10 @@ def test_one_wrong_task_costs_only_its_own_points(slug, name):
         - GENERIC - ALSO_MADE.get((slug, name), set())
     lost = []
     for cell_id in sorted(affected):
-        for where, failure in grade_cell(slug, namespace, graded[cell_id]):
+        for where, failure in graded_as_grade_does(slug, namespace, graded[cell_id]):
             message = f"{cell_id} ({where}): {type(failure).__name__}: {failure}"
             waiting = name.startswith(UNFINISHED) and cell_id in WAITING.get((slug, task), set()) and (
                 isinstance(failure, (NotImplementedError, harness.Unfinished)))
-            waiting |= cell_id in NAN_BESIDE.get((slug, name), set()) and f"fix {task} first" in str(failure)
             assert cell_id in own or waiting, f"{task} is wrong, and {message}"
             cause = getattr(failure, "cause", None)
             assert cause is None or words in cause or not name.startswith(UNFINISHED) and \
@@ -228,3 +221,236 @@ def test_a_task_as_released_earns_nothing_beside_an_unfinished_earlier_one(slug,
     for cell_id, (owner, _, _) in graded.items():
         if owner == task:
             assert grade_cell(slug, namespace, graded[cell_id]), f"{cell_id} passes with {task} as released"
+
+
+# -- judged with correct neighbours (stand-ins) ----------------------------------------------------
+#
+# In the exercises below, a check calls the student's function L with the reference's versions of
+# the other graded functions standing in for the student's (`harness.call(..., stand_ins=GRADED)`),
+# and a visible check that fails beside a failing earlier task says to fix that one first, which
+# costs nothing at grading (`checking.uses`, `grade._run_test`). For every pair (L, E) where the
+# reference's L reaches E (found from solutions/<slug>.py: by name, through an ungraded helper, or
+# as a default argument), E wrong, unfinished, degenerate (zeros of the right shape) or stashed
+# (right except on the inputs L's checks gave it) costs L nothing, and an L that does no work
+# (zeros of the right shape, or as released) earns nothing beside any of them.
+
+STAND_IN_SLUGS = ["scaled_dot_product", "multi_head", "luong", "bahdanau", "transformer_encoder",
+                  "backpropagation", "positional_encoding", "language_model",
+                  "rnn_encoder_decoder", "training", "transformer_decoder"]
+
+
+def reached(slug):
+    """{L: the other graded functions the reference's L reaches}, read from solutions/<slug>.py (and
+    the helpers it imports from other modules of solutions/, which the notebook gives)."""
+    import ast
+
+    @functools.cache
+    def module(name):
+        """{function name: (its node, the module whose names it sees)} of solutions/<name>.py."""
+        tree = ast.parse((COURSE.root / "solutions" / f"{name}.py").read_text())
+        found = {node.name: (node, name) for node in tree.body if isinstance(node, ast.FunctionDef)}
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                for alias in node.names:
+                    imported = module(node.module).get(alias.name)
+                    if imported:
+                        found[alias.asname or alias.name] = imported
+        return found
+
+    graded = set(implementations(slug).CHECKS_OF_TASK)
+
+    def reach(name, where, seen):
+        node, home = module(where)[name]
+        for used in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & set(module(home)) - seen:
+            seen.add(used)  # a graded function, or a helper whose reach is L's too (bodies and defaults)
+            if used not in graded or home != slug:
+                reach(used, home, seen)
+        return seen
+
+    return {task: sorted(reach(task, slug, set()) & graded - {task}) for task in sorted(graded)}
+
+
+def stand_in_pairs(slug):
+    return [(slug, task, earlier) for task, earlier_tasks in reached(slug).items() for earlier in earlier_tasks]
+
+
+def graded_as_grade_does(slug, namespace, cell):
+    """The failures of one check cell as `grade` counts them: a visible failure costs nothing when
+    the hidden checks pass with the reference standing in for a function the task used."""
+    with harness.answering() as stood_in:
+        failures = grade_cell(slug, namespace, cell)
+    if stood_in and all(where == "visible" for where, _ in failures):
+        return []
+    return failures
+
+
+def _zeros_like(value):
+    import numpy as np
+
+    if isinstance(value, (tuple, list)):
+        return type(value)(_zeros_like(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _zeros_like(item) for key, item in value.items()}
+    return np.zeros_like(value) if hasattr(value, "shape") else value
+
+
+def _degenerate(slug, task):
+    """``task`` doing no work: zeros of the shape the reference gives."""
+    reference = getattr(importlib.import_module(f"solutions.{slug}"), task)
+
+    def degenerate(*args, **kwargs):
+        return _zeros_like(reference(*args, **kwargs))
+    degenerate.__name__ = task
+    return degenerate
+
+
+def beside(slug, earlier, function, task):
+    """(namespace, cells) of ``notebook``, with ``earlier`` = ``function`` and ``task`` the reference's
+    code as a student would write it in the notebook: it calls the notebook's functions by name."""
+    import inspect
+
+    namespace, graded = notebook(slug, wrong=(earlier, function))
+    reference, students = importlib.import_module(f"solutions.{slug}"), implementations(slug)
+    for name, value in vars(reference).items():
+        if inspect.ismodule(value):
+            namespace.setdefault(name, value)
+        elif inspect.isfunction(value) and value.__module__ == reference.__name__ and (
+                name not in namespace or getattr(namespace[name], "__module__", None) == students.__name__):
+            # the reference's helpers, unless a given cell of the notebook defines them
+            namespace[name] = _rebound(value, namespace, reference)
+        elif not name.startswith("__"):
+            namespace.setdefault(name, value)  # its constants, and functions imported from another module
+    namespace[task] = _rebound(getattr(reference, task), namespace, reference)
+    return namespace, graded
+
+
+def _recorded_inputs(slug, task, earlier):
+    """The arguments the checks of ``task`` give the student's ``earlier`` when both are right: those
+    of the visible checks (the hidden ones call the reference's ``earlier`` instead)."""
+    import copy
+
+    seen = []
+    namespace, graded = beside(slug, earlier, implementations(slug).CORRECT[earlier], task)
+    right = namespace[earlier]
+
+    def recording(*args, **kwargs):
+        seen.append(copy.deepcopy((args, kwargs)))
+        return right(*args, **kwargs)
+    recording.__name__ = earlier
+    namespace[earlier] = recording
+    for cell_id, cell in graded.items():
+        if cell[0] == task:
+            grade_cell(slug, namespace, cell)
+    return seen
+
+
+def _stashed(slug, task, earlier):
+    """``earlier`` right, except on the inputs the checks of ``task`` gave it (if any): there, zeros."""
+    import numpy as np
+
+    recorded = _recorded_inputs(slug, task, earlier)
+    right = getattr(importlib.import_module(f"solutions.{slug}"), earlier)
+
+    def same(a, b):
+        try:
+            return len(a) == len(b) and all(np.shape(x) == np.shape(y) and np.array_equal(x, y)
+                                            for x, y in zip(a, b))
+        except TypeError:
+            return False
+
+    def stashed(*args, **kwargs):
+        value = right(*args, **kwargs)
+        hit = any(same(args, a) and kwargs.keys() == k.keys() and same(list(kwargs.values()), list(k.values()))
+                  for a, k in recorded)
+        return _zeros_like(value) if hit else value
+    stashed.__name__ = earlier
+    return stashed
+
+
+def earlier_versions(slug, task, earlier):
+    """{kind: E's function}: each of E's wrong implementations, unfinished, degenerate, stashed."""
+    students = implementations(slug)
+    versions = {name: function for name, (owner, function, _, _) in students.MISTAKES.items() if owner == earlier}
+    versions[UNFINISHED] = _unfinished(earlier)
+    versions["degenerate"] = _degenerate(slug, earlier)
+    versions["stashed"] = _stashed(slug, task, earlier)
+    return versions
+
+
+@pytest.mark.parametrize("slug, task, earlier", [pair for slug in STAND_IN_SLUGS for pair in stand_in_pairs(slug)])
+def test_a_right_function_keeps_its_points_beside_any_earlier_one(slug, task, earlier):
+    students = implementations(slug)
+    for kind, function in earlier_versions(slug, task, earlier).items():
+        words = students.MISTAKES[kind][3] if kind in students.MISTAKES else None
+        forbidden = {w for t, _, _, w in students.MISTAKES.values() if t == earlier and w != words} - GENERIC
+        namespace, graded = beside(slug, earlier, function, task)
+        for cell_id, cell in graded.items():
+            if cell[0] == earlier:
+                continue  # E's own cells: their points are E's
+            for where, failure in graded_as_grade_does(slug, namespace, cell):
+                pytest.fail(f"{earlier} {kind}: {task}'s {cell_id} ({where}) fails: {failure}")
+        # E's own cells name no mistake E does not make
+        for cell_id, cell in graded.items():
+            if cell[0] == earlier and kind in students.MISTAKES:
+                for where, failure in graded_as_grade_does(slug, namespace, cell):
+                    named = [w for w in forbidden - ALSO_MADE.get((slug, kind), set()) if w in str(failure)]
+                    assert not named, f"{kind}: {cell_id} ({where}) names {named}: {failure}"
+
+
+@pytest.mark.parametrize("slug, task, earlier", [pair for slug in STAND_IN_SLUGS for pair in stand_in_pairs(slug)])
+def test_a_function_that_does_no_work_earns_nothing_beside_any_earlier_one(slug, task, earlier):
+    """The attacks of the last red team: beside a degenerate, stashed or unfinished earlier function,
+    a later one that returns zeros (or is as released) earned the later task's points when a check
+    accepted "the reference run with your own earlier functions"."""
+    lazy = {"zeros": _degenerate(slug, task), "as released": _unfinished(task)}
+    for kind, function in earlier_versions(slug, task, earlier).items():
+        for how, idle in lazy.items():
+            namespace, graded = notebook(slug, wrong=(earlier, function))
+            namespace[task] = idle
+            for cell_id, cell in graded.items():
+                if cell[0] == task:
+                    assert graded_as_grade_does(slug, namespace, cell), \
+                        f"{task} {how} passes {cell_id} beside {earlier} {kind}"
+
+
+def zeros_softmax(x, axis=-1):
+    return np.zeros_like(x)  # noqa: F821 (np is the notebook's)
+
+
+def zeros_attention(Q, K, V, mask=None):
+    scores = Q @ np.swapaxes(K, -1, -2)  # noqa: F821
+    return np.zeros(scores.shape[:-1] + V.shape[-1:]), np.zeros_like(scores)  # noqa: F821
+
+
+def stashed_softmax(x, axis=-1):
+    # right, except on the task's example scores, where it gives what a lazy attention returns
+    import numpy as np
+    if np.shape(x) == (1, 2) and np.allclose(x, [[0.0, np.log(3.0)]]):
+        return np.zeros_like(x)
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def test_with_the_real_grade_command_a_task_is_judged_on_its_own(tmp_path):
+    """The last red team's attacks and fairness cases in scaled_dot_product, graded by `grade`:
+    a right attention that calls a wrong or unfinished softmax keeps its 6 points; an attention that
+    returns zeros earns nothing beside a softmax that returns zeros or is stashed."""
+    from autograder.samples.submissions import submission, write
+    from tests.engine.grading import details, run_grader
+
+    slug = "scaled_dot_product"
+    students = implementations(slug)
+    right = {**students.CORRECT, "scaled_dot_product_attention": students.attention_with_own_softmax}
+    batch = {"wrong-softmax": ({**right, "softmax": students.softmax_wrong_axis}, 6.0),
+             "unfinished-softmax": ({task: f for task, f in right.items() if task != "softmax"}, 6.0),
+             "degenerate": ({**right, "softmax": zeros_softmax, "scaled_dot_product_attention": zeros_attention}, 0.0),
+             "stashed": ({**right, "softmax": stashed_softmax, "scaled_dot_product_attention": zeros_attention}, 0.0)}
+    for student, (answers, _) in batch.items():
+        write(tmp_path / "in", student, submission(slug, answers), slug)
+    finished = run_grader("grade", tmp_path / "in", "--out", tmp_path / "out", "--workers", "2")
+    assert finished.returncode == 0, finished.stderr
+    table = details(tmp_path / "out")
+    for student, (_, points) in batch.items():
+        rows = table[student, slug]
+        got = float(rows["test_attention"]["score"]) + float(rows["test_attention_masks"]["score"])
+        assert got == points, (student, {check: (row["score"], row.get("message")) for check, row in rows.items()})

@@ -64,9 +64,11 @@ def encode_doubled_for_gru(X, params, cell="rnn"):
 """
 
 
-def test_hidden_checks_grade_a_task_with_the_students_own_earlier_functions():
+def test_hidden_checks_grade_a_task_with_the_reference_standing_in_for_the_students_earlier_functions():
     namespace = {"np": np}
     exec(STUDENT_WITH_A_WRONG_GRU, namespace)
-    checks.check_encode(namespace["encode"])  # right, given the student's gru_cell
-    with pytest.raises(CheckFailed, match="your gru_cell is wrong and encode_doubled_for_gru may"):
+    checks.check_encode(namespace["encode"])  # right, beside the student's wrong gru_cell
+    assert namespace["gru_cell"].__name__ == "gru_cell"  # the student's, restored after the checks
+    with pytest.raises(CheckFailed, match="H on a gru encoder") as failure:
         checks.check_encode(namespace["encode_doubled_for_gru"])
+    assert "gru_cell" not in str(failure.value)  # its own mistake, not the cell's
