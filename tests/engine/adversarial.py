@@ -6,9 +6,10 @@ after the softmax cell. The wrong softmax is one that an honest student of
 the batch hands in too, without a trick, so that the cheater deserves exactly
 that student's points and no more:
 
-- `submitted-wrong-softmax-axis` normalises over axis 0: it passes the visible
-  checks (vectors and axis 0) and fails the hidden ones. Tricks that act when
-  the hidden checks call softmax start from it.
+- `submitted-wrong-softmax-axis` normalises over axis 0 the arrays larger than
+  the visible checks' (`softmax_wrong_beyond_the_visible_checks`): it passes
+  the visible checks and fails the hidden ones. Tricks that act when the hidden
+  checks call softmax start from it.
 - `submitted-softmax-unstable` overflows on large scores: it fails a visible
   check too. Tricks against the visible checks start from it, so that one can
   see that they do get past the visible checks, and that the hidden checks
@@ -37,6 +38,7 @@ from nbformat.v4 import new_code_cell
 from autograder.samples.implementations import scaled_dot_product as sdp
 from autograder.samples.implementations import transformer_decoder as td
 from autograder.samples.submissions import submission
+from tests.engine.grading import softmax_wrong_beyond_the_visible_checks
 
 SLUG = "scaled_dot_product"
 CACHE_SLUG = "transformer_decoder"
@@ -44,8 +46,8 @@ HONEST_WRONG = "submitted-wrong-softmax-axis"
 HONEST_UNSTABLE = "submitted-softmax-unstable"
 HONEST_NO_CACHE = "submitted-cache-recomputes-prefix"
 
-# The visible softmax checks call softmax three times; later calls come from the hidden checks.
-VISIBLE_SOFTMAX_CALLS = 3
+# The visible softmax checks call softmax four times; later calls come from the hidden checks.
+VISIBLE_SOFTMAX_CALLS = 4
 
 
 @dataclass(frozen=True)
@@ -732,8 +734,9 @@ def correct():
 
 
 def honest_wrong():
-    """Correct but for softmax, which normalises over axis 0 (it fails hidden checks only)."""
-    return submission(SLUG, {**sdp.CORRECT, "softmax": sdp.softmax_wrong_axis})
+    """Correct but for softmax, which normalises over axis 0 beyond the visible checks' arrays (it
+    fails hidden checks only)."""
+    return submission(SLUG, {**sdp.CORRECT, "softmax": softmax_wrong_beyond_the_visible_checks})
 
 
 def honest_unstable():

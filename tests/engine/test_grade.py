@@ -11,7 +11,7 @@ import pytest
 from autograder.engine import course, grade
 from tests.support import COURSE
 from autograder.samples.submissions import SLUG, implementations, submission, write
-from tests.engine.grading import details, grades, max_score, run_grader
+from tests.engine.grading import details, grades, max_score, run_grader, softmax_wrong_beyond_the_visible_checks
 
 SLUGS = course.assignments(COURSE)
 CORRECT = implementations(SLUG).CORRECT
@@ -79,6 +79,8 @@ def edited_check(cells, index):
 
 STATES = {  # student -> (SLUG notebook or text, expected status)
     "submitted-warns": (lambda: submission(SLUG, {**CORRECT, "softmax": warning_softmax}), "graded"),
+    "submitted-hidden-only-mistake": (lambda: submission(
+        SLUG, {**CORRECT, "softmax": softmax_wrong_beyond_the_visible_checks}), "graded"),
     "submitted-invalid-json": (lambda: '{"cells": [', "unreadable"),
     "submitted-empty": (lambda: "", "unreadable"),
     "submitted-not-a-notebook": (lambda: '{"name": "a JSON file, not a notebook"}', "unreadable"),
@@ -222,6 +224,17 @@ def test_an_endless_loop_loses_only_what_it_breaks(graded):
     assert checks["test_softmax"]["score"] == "0"
     assert "softmax ran longer than its limit of 10 s" in checks["test_softmax"]["message"]
     assert checks["test_causal_mask"]["score"] == "1"  # a task that does not use softmax
+
+
+def test_a_mistake_that_only_the_hidden_checks_see_loses_its_task_with_their_message(graded):
+    """`validate` says ready to this softmax (tests/engine/test_validate.py); grading takes its points,
+    with the hidden check's sentence, and only its own: attention is judged with a stand-in."""
+    _, grades, details, _ = graded
+    checks = details["submitted-hidden-only-mistake", SLUG]
+    assert checks["test_softmax"]["score"] == "0"
+    assert checks["test_softmax"]["message"].startswith(
+        "softmax of a (3, 5) array along the last axis does not sum to 1 along axis -1")
+    assert float(grades["submitted-hidden-only-mistake", SLUG]["score"]) == max_score(SLUG) - 2
 
 
 def test_input_fails_fast_with_a_plain_reason(graded):

@@ -13,7 +13,7 @@ from autograder.engine import assignment, tasks
 from autograder.engine.checking import CheckFailed
 from tests.support import COURSE
 from autograder.samples.submissions import SLUG, implementations, submission, write
-from tests.engine.grading import run_grader
+from tests.engine.grading import run_grader, softmax_wrong_beyond_the_visible_checks
 
 CORRECT = implementations(SLUG).CORRECT
 TESTS = [test.grade_id for test in assignment.load(COURSE, SLUG).tests]
@@ -79,10 +79,10 @@ def test_structure_problems_are_named(tmp_path):
 
 
 def test_hidden_checks_are_never_run_or_shown(tmp_path):
-    # softmax over the wrong axis passes the visible checks and fails a hidden one when graded
+    # a softmax wrong only beyond the visible checks' arrays fails a hidden check when graded
     # (tests/engine/test_grade.py): validate, which never runs the hidden checks, says ok
-    task, wrong, _, _ = implementations(SLUG).MISTAKES["softmax-wrong-axis"]
-    code, lines, _ = validate(write(tmp_path, "me", submission(SLUG, {**CORRECT, task: wrong})))
+    notebook = submission(SLUG, {**CORRECT, "softmax": softmax_wrong_beyond_the_visible_checks})
+    code, lines, _ = validate(write(tmp_path, "me", notebook))
     assert code == 0
     text = "\n".join(lines)
     for secret in ("BEGIN HIDDEN TESTS", "autograder.checks", "solutions", "harness", "check_softmax"):
