@@ -118,9 +118,14 @@ def check_additive_score(additive_score):
         ("one sequence of one position (B=1, T=1, d_s=2, d_h=3, d_a=2)", (1, 1, 2, 3, 2)),
         ("B=4, T=2, d_s=5, d_h=2, d_a=7", (4, 2, 5, 2, 7)),
     ]
+    problems = []
     for description, (B, T, d_s, d_h, d_a) in cases:
         s_prev, H = rng.normal(size=(B, d_s)), rng.normal(size=(B, T, d_h))
-        params = _attention_params(rng, d_s, d_h, d_a)
+        problems.append((description, s_prev, H, _attention_params(rng, d_s, d_h, d_a)))
+    problems.append(("the task's two sequences (B = T = 2) with W_a = U_a = v_a = 1", np.array([[1.0], [-1.0]]),
+                     np.array([[[0.0], [1.0]], [[0.0], [1.0]]]),
+                     {"W_a": np.ones((1, 1)), "U_a": np.ones((1, 1)), "v_a": np.ones(1)}))
+    for description, s_prev, H, params in problems:
         actual = call(additive_score, s_prev, H, params, on=description)
         expected = reference.additive_score(s_prev, H, params)
         name = f"the scores on {description}"
@@ -286,6 +291,11 @@ def check_bahdanau_decode_step(bahdanau_decode_step):
     problems += [("the task's example", np.array([[0.5]]), np.zeros((1, 1)), H, params, None, "rnn"),
                  ("the task's example with position 1 masked", np.array([[0.5]]), np.zeros((1, 1)), H, params,
                   np.array([[True, False]]), "rnn")]
+    gru = {name: np.zeros((3, 1)) for name in ("W_xz", "W_xr")}  # the task's GRU: every weight 0 but W_xh
+    gru.update({name: np.zeros((1, 1)) for name in ("W_hz", "W_hr", "W_hh")})
+    gru.update({name: np.zeros(1) for name in ("b_z", "b_r", "b_h")}, W_xh=params["cell"]["W_xh"])
+    problems.append(("the task's example with the default cell", np.array([[0.5]]), np.zeros((1, 1)), H,
+                     {**params, "cell": gru}, None, None))
     for description, y_prev, s_prev, H, params, mask, cell in problems:
         kind = cell or "gru"
         kwargs = {} if mask is None else {"mask": mask}

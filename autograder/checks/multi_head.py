@@ -110,6 +110,8 @@ def check_multi_head_attention(multi_head_attention):
         _check_mha_case(multi_head_attention, description, Q, K, V, params, h, mask=None)
     Q, K, V, params = _example()
     _check_mha_case(multi_head_attention, "the task's example", Q, K, V, params, 2, mask=None)
+    _check_mha_case(multi_head_attention, "the task's example with a second query of zeros",
+                    np.concatenate([Q, np.zeros_like(Q)], axis=1), K, V, params, 2, mask=None)
     params.update(W_o=np.eye(8)[::-1], b_o=np.arange(8.0))
     _check_mha_case(multi_head_attention, "the task's example with W_o and b_o", Q, K, V, params, 2, mask=None)
     params["b_q"] = Q[0, 0]

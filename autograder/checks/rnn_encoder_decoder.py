@@ -314,6 +314,11 @@ def check_greedy_decode(greedy_decode):
     for max_len in (6, 3):
         _check_greedy_case(greedy_decode, f"the task's model with max_len={max_len}", *_task_model(), max_len,
                            "rnn", False)
+    X, params, bos_id, eos_id = _task_model()  # its decoder that reads the previous token: 0 → 1 → 2 → 3 → 4
+    params.update(decoder={"W_xh": np.vstack([10 * np.eye(5, k=1), np.zeros((5, 5))]), "W_hh": np.zeros((5, 5)),
+                           "b_h": np.zeros(5)}, embedding=np.eye(5))
+    _check_greedy_case(greedy_decode, "the task's model whose decoder reads the previous token", X[:1], params,
+                       bos_id, eos_id, 4, "rnn", False)
 
 
 def _task_model():

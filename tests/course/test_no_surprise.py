@@ -25,15 +25,6 @@ from tests.support import COURSE
 SLUGS = course.assignments(COURSE)
 
 NO_VISIBLE_EXAMPLE = {  # (slug, mistake) -> what no visible check shows
-    ("rnn_encoder_decoder", "greedy-feeds-bos"): "greedy decoding that feeds BOS at every step",
-    ("rnn_encoder_decoder", "rnn-cell-transposed-recurrent-weights"): "h_prev @ W_hh.T instead of h_prev @ W_hh",
-    ("bahdanau", "bahdanau-score-state-not-broadcast"): "additive_score with B = T, where s_prev @ W_a without "
-    "its time axis still broadcasts",
-    ("bahdanau", "bahdanau-score-tanh-of-each-term"): "tanh of each term instead of tanh of the sum",
-    ("bahdanau", "bahdanau-step-default-cell-rnn"): "bahdanau_decode_step called without `cell` (default 'gru')",
-    ("scaled_dot_product", "softmax-wrong-axis"): "softmax along an axis other than the last",
-    ("multi_head", "mha-merge-without-transpose"): "heads merged by a reshape alone",
-    ("positional_encoding", "rope-positions-flattened"): "rotary_embedding with positions of shape (B, T)",
     ("transformer_decoder", "greedy-ignores-src-mask"): "greedy_decode whose src_mask changes the tokens",
     ("transformer_decoder", "greedy-no-eos-padding"): "greedy_decode where a finished row must be padded with "
     "eos_id rather than decoded on",
@@ -114,9 +105,10 @@ def test_the_memory_rules_are_no_longer_a_surprise(audit):
                                            ("linear_attention", "linear-whole-matrix"),
                                            ("efficient_attention", "sw-not-causal")])
 def test_the_audit_says_what_the_real_validate_says(slug, mistake, audit, tmp_path):
-    """The in-process audit against the command it stands for, on wrong implementations that pass
-    the visible checks, fail the visible memory check (measured in the notebook), and fail a visible
-    check. (That `validate` runs a resource rule itself: tests/engine/test_validate.py.)"""
+    """The in-process audit against the command it stands for, on wrong implementations that fail
+    a visible check (the first, with the cause named), fail the visible memory check (measured in
+    the notebook), and fail a visible check further on. (That `validate` says ready where the
+    visible checks pass, and that it runs a resource rule itself: tests/engine/test_validate.py.)"""
     students = implementations(slug)
     task, wrong, _, _ = students.MISTAKES[mistake]
     path = write(tmp_path, "me", submission(slug, {**students.CORRECT, task: wrong}), slug)
