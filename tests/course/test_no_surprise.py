@@ -48,8 +48,6 @@ NO_VISIBLE_EXAMPLE = {  # (slug, mistake) -> what no visible check shows
     "above): the token embedded without √d_model",
     ("backpropagation", "ce-summed"): "the cross-entropy with more than one counted position (sum and mean differ)",
     ("backpropagation", "mha-mask-ignored"): "multi_head_attention_backward whose mask changes the gradients",
-    ("backpropagation", "softmax-backward-wrong-only"): "the attention's backward through a softmax_backward that "
-    "keeps only the diagonal",
     ("training", "adam-default-eps-1e-8"): "adam_step with gradients near eps, where 1e-8 and 1e-9 differ",
     ("language_model", "beam-search-greedy"): "a beam search whose best hypothesis is not the greedy one",
     ("language_model", "beam-search-higher-id-first"): "a beam search with ties",
