@@ -57,8 +57,6 @@ NO_VISIBLE_EXAMPLE = {  # (slug, mistake) -> what no visible check shows
     "above): the token embedded without √d_model",
     ("backpropagation", "ce-summed"): "the cross-entropy with more than one counted position (sum and mean differ)",
     ("backpropagation", "mha-mask-ignored"): "multi_head_attention_backward whose mask changes the gradients",
-    ("backpropagation", "softmax-backward-wrong-only"): "the attention's backward through a softmax_backward that "
-    "keeps only the diagonal",
     ("training", "adam-default-eps-1e-8"): "adam_step with gradients near eps, where 1e-8 and 1e-9 differ",
     ("language_model", "beam-search-greedy"): "a beam search whose best hypothesis is not the greedy one",
     ("language_model", "beam-search-higher-id-first"): "a beam search with ties",
@@ -112,14 +110,17 @@ def test_the_memory_rules_are_no_longer_a_surprise(audit):
 
 @pytest.mark.parametrize("slug, mistake", [("scaled_dot_product", "softmax-wrong-axis"),
                                            ("linear_attention", "linear-whole-matrix"),
-                                           ("efficient_attention", "sw-not-causal")])
+                                           ("efficient_attention", "sw-not-causal"),
+                                           ("backpropagation", "softmax-backward-wrong-only")])
 def test_the_audit_says_what_the_real_validate_says(slug, mistake, audit, tmp_path):
     """The in-process audit against the command it stands for, on wrong implementations that pass
-    the visible checks, fail the visible memory check (measured in the notebook), and fail a visible
-    check. (That `validate` runs a resource rule itself: tests/engine/test_validate.py.)"""
+    the visible checks, fail the visible memory check (measured in the notebook), fail a visible
+    check, and are wrong in two tasks (the first task's check cell sees its wrong function, though
+    the second task's check cell only says to fix the first). (That `validate` runs a resource rule
+    itself: tests/engine/test_validate.py.)"""
     students = implementations(slug)
-    task, wrong, _, _ = students.MISTAKES[mistake]
-    path = write(tmp_path, "me", submission(slug, {**students.CORRECT, task: wrong}), slug)
+    wrongs = dict(wrong_implementations(slug))[mistake]
+    path = write(tmp_path, "me", submission(slug, {**students.CORRECT, **wrongs}), slug)
     process = run_grader("validate", path, timeout=600)
     failed = [line.split(" [")[1].split(",")[0] for line in process.stdout.splitlines() if ": FAIL" in line]
     expected = [name.removeprefix("rule of ") for name in audit(slug)[mistake]]

@@ -7,7 +7,9 @@ same cells in-process instead: the instructor notebook's code cells in order (so
 cells give the reference, check cells run without their hidden blocks, as released), and,
 right after the solution cell of a task, one forked child per wrong implementation of that
 task, which puts the wrong function in the notebook's namespace and runs the rest of the
-notebook, with the resource rules of every check cell whose visible checks pass (on the
+notebook (a wrong implementation of several tasks from the first of them on, kept in place
+after the later ones' solution cells, so that each task's check cell sees it as `validate`
+does), with the resource rules of every check cell whose visible checks pass (on the
 visible inputs: no secret), up to the first failure. The parent goes on with the reference, so the notebook's prefix
 runs once per task, not once per wrong implementation. tests/course/test_no_surprise.py
 cross-checks a few answers with the real `validate` command.
@@ -45,16 +47,16 @@ def flagged(course, name, substitutions):
         if error is not None:  # the reference must pass, or every wrong implementation would seem flagged
             raise AssertionError(f"{name}: the cell {assignments_.grade_id(cell)} fails on the reference: {error!r}")
         task = assignments_.grade_id(cell)
-        here = [(label, wrong) for label, wrong in pending if task in wrong and _last_task(wrong, code) == task]
+        here = [(label, wrong) for label, wrong in pending if task in wrong and _first_task(wrong, code) == task]
         for label, wrong in here:
-            results[label] = _in_child(lambda: _rest(code[index + 1:], {**namespace, **wrong}, rules))
+            results[label] = _in_child(lambda: _rest(code[index + 1:], {**namespace, **wrong}, rules, wrong))
     return results
 
 
-def _last_task(wrong, code):
-    """The task of `wrong` whose solution cell comes last: substitute all of them after it."""
+def _first_task(wrong, code):
+    """The task of `wrong` whose solution cell comes first: the substitution starts after it."""
     order = [assignments_.grade_id(cell) for cell in code]
-    return max(wrong, key=order.index)
+    return min(wrong, key=order.index)
 
 
 def _run(cell, namespace):
@@ -70,11 +72,13 @@ def _run(cell, namespace):
     return None
 
 
-def _rest(cells, namespace, rules):
+def _rest(cells, namespace, rules, wrong):
     """[the first check cell, or resource rule, that fails when `cells` run in `namespace`], or []:
-    one failure is enough for `validate` to say "not ready", so nothing runs after it."""
+    one failure is enough for `validate` to say "not ready", so nothing runs after it. The
+    functions of `wrong` stay in place: a later task's solution cell would put the reference back."""
     for cell in cells:
         error = _run(cell, namespace)
+        namespace.update(wrong)
         grade_id = assignments_.grade_id(cell)
         if cell.metadata.get("nbgrader", {}).get("grade"):
             if error is not None:
