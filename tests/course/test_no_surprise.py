@@ -55,15 +55,6 @@ NO_VISIBLE_EXAMPLE = {  # (slug, mistake) -> what no visible check shows
     "v and src_mask",
     ("transformer_decoder", "step-unscaled-embedding"): "decoder_step judged against the paper's (only a note, as "
     "above): the token embedded without √d_model",
-    ("backpropagation", "ce-summed"): "the cross-entropy with more than one counted position (sum and mean differ)",
-    ("backpropagation", "mha-mask-ignored"): "multi_head_attention_backward whose mask changes the gradients",
-    ("training", "adam-default-eps-1e-8"): "adam_step with gradients near eps, where 1e-8 and 1e-9 differ",
-    ("language_model", "beam-search-greedy"): "a beam search whose best hypothesis is not the greedy one",
-    ("language_model", "beam-search-higher-id-first"): "a beam search with ties",
-    ("language_model", "beam-search-live-slots"): "a beam search where hypotheses finish with eos_id and take no "
-    "slot",
-    ("language_model", "beam-search-pad-0"): "a beam search whose rows end at different lengths (padded with "
-    "eos_id)",
 }
 SECRET_ONLY = {}  # (slug, mistake) -> why only the hidden checks' secret values can tell it
 
