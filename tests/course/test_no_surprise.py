@@ -46,15 +46,6 @@ NO_VISIBLE_EXAMPLE = {  # (slug, mistake) -> what no visible check shows
     "v and src_mask",
     ("transformer_decoder", "step-unscaled-embedding"): "decoder_step judged against the paper's (only a note, as "
     "above): the token embedded without √d_model",
-    ("backpropagation", "ce-summed"): "the cross-entropy with more than one counted position (sum and mean differ)",
-    ("backpropagation", "mha-mask-ignored"): "multi_head_attention_backward whose mask changes the gradients",
-    ("training", "adam-default-eps-1e-8"): "adam_step with gradients near eps, where 1e-8 and 1e-9 differ",
-    ("language_model", "beam-search-greedy"): "a beam search whose best hypothesis is not the greedy one",
-    ("language_model", "beam-search-higher-id-first"): "a beam search with ties",
-    ("language_model", "beam-search-live-slots"): "a beam search where hypotheses finish with eos_id and take no "
-    "slot",
-    ("language_model", "beam-search-pad-0"): "a beam search whose rows end at different lengths (padded with "
-    "eos_id)",
 }
 SECRET_ONLY = {}  # (slug, mistake) -> why only the hidden checks' secret values can tell it
 
@@ -101,15 +92,18 @@ def test_the_memory_rules_are_no_longer_a_surprise(audit):
 
 @pytest.mark.parametrize("slug, mistake", [("scaled_dot_product", "softmax-wrong-axis"),
                                            ("linear_attention", "linear-whole-matrix"),
-                                           ("efficient_attention", "sw-not-causal")])
+                                           ("efficient_attention", "sw-not-causal"),
+                                           ("backpropagation", "softmax-backward-wrong-only")])
 def test_the_audit_says_what_the_real_validate_says(slug, mistake, audit, tmp_path):
     """The in-process audit against the command it stands for, on wrong implementations that fail
     a visible check (the first, with the cause named), fail the visible memory check (measured in
-    the notebook), and fail a visible check further on. (That `validate` says ready where the
-    visible checks pass, and that it runs a resource rule itself: tests/engine/test_validate.py.)"""
+    the notebook), fail a visible check further on, and are wrong in two tasks (the first task's
+    check cell sees its wrong function, though the second task's check cell only says to fix the
+    first). (That `validate` says ready where the visible checks pass, and that it runs a resource
+    rule itself: tests/engine/test_validate.py.)"""
     students = implementations(slug)
-    task, wrong, _, _ = students.MISTAKES[mistake]
-    path = write(tmp_path, "me", submission(slug, {**students.CORRECT, task: wrong}), slug)
+    wrongs = dict(wrong_implementations(slug))[mistake]
+    path = write(tmp_path, "me", submission(slug, {**students.CORRECT, **wrongs}), slug)
     process = run_grader("validate", path, timeout=600)
     failed = [line.split(" [")[1].split(",")[0] for line in process.stdout.splitlines() if ": FAIL" in line]
     expected = [name.removeprefix("rule of ") for name in audit(slug)[mistake]]

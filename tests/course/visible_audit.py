@@ -7,8 +7,9 @@ same cells in-process instead: the instructor notebook's code cells in order (so
 cells give the reference, check cells run without their hidden blocks, as released), and,
 right after the solution cell of a task, one forked child per wrong implementation of that
 task, which puts the wrong function in the notebook's namespace and runs the rest of the
-notebook (two wrong functions at once: from the first of their tasks, the second put back
-after its own solution cell), with the resource rules of every check cell whose visible checks pass (on the
+notebook (a wrong implementation of several tasks from the first of them on, kept in place
+after the later ones' solution cells, so that each task's check cell sees it as `validate`
+does), with the resource rules of every check cell whose visible checks pass (on the
 visible inputs: no secret), up to the first failure. The parent goes on with the reference, so the notebook's prefix
 runs once per task, not once per wrong implementation. tests/course/test_no_surprise.py
 cross-checks a few answers with the real `validate` command.
@@ -53,9 +54,7 @@ def flagged(course, name, substitutions):
 
 
 def _first_task(wrong, code):
-    """The task of `wrong` whose solution cell comes first: the wrong functions take over after it
-    (each later one again after its own solution cell), so that every check cell from there on
-    runs as in the student's notebook."""
+    """The task of `wrong` whose solution cell comes first: the substitution starts after it."""
     order = [assignments_.grade_id(cell) for cell in code]
     return min(wrong, key=order.index)
 
@@ -74,14 +73,13 @@ def _run(cell, namespace):
 
 
 def _rest(cells, namespace, rules, wrong):
-    """[the first check cell, or resource rule, that fails when `cells` run in `namespace`, with the
-    functions of `wrong` put back after their solution cells], or []: one failure is enough for
-    `validate` to say "not ready", so nothing runs after it."""
+    """[the first check cell, or resource rule, that fails when `cells` run in `namespace`], or []:
+    one failure is enough for `validate` to say "not ready", so nothing runs after it. The
+    functions of `wrong` stay in place: a later task's solution cell would put the reference back."""
     for cell in cells:
         error = _run(cell, namespace)
+        namespace.update(wrong)
         grade_id = assignments_.grade_id(cell)
-        if grade_id in wrong:  # the reference's solution cell ran: the student's own function instead
-            namespace[grade_id] = wrong[grade_id]
         if cell.metadata.get("nbgrader", {}).get("grade"):
             if error is not None:
                 return [grade_id]
