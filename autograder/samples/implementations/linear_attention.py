@@ -217,6 +217,15 @@ def linear_attention_ignores_feature_map(Q, K, V, causal=False, feature_map=elu_
     return out
 
 
+def linear_attention_ignores_feature_map_unless_causal(Q, K, V, causal=False, feature_map=elu_feature_map,
+                                                       eps=1e-6):
+    # the causal branch uses feature_map; the other, written first, elu_feature_map whatever it is given
+    if causal:
+        return linear_attention(Q, K, V, causal=True, feature_map=feature_map, eps=eps)
+    fQ, fK = elu_feature_map(Q), elu_feature_map(K)
+    return (fQ @ (np.swapaxes(fK, -1, -2) @ V)) / (fQ @ fK.sum(axis=-2)[..., None] + eps)
+
+
 def linear_attention_cumulative_states(Q, K, V, causal=False, feature_map=elu_feature_map, eps=1e-6):
     # causal: every prefix state at once, a cumulative sum of the outer products (..., T_k, d_k, d_v):
     # right values, but memory O(T·d_k·d_v) where a state of fixed size needs O(d_k·d_v)
@@ -432,6 +441,8 @@ MISTAKES = {
                                  "did not run within 96 MiB on T=4096, d_k=d_v=64"),
     "linear-ignores-feature-map": (LINEAR, linear_attention_ignores_feature_map, "check_linear_attention",
                                    "feature_map is ignored"),
+    "linear-ignores-feature-map-unless-causal": (LINEAR, linear_attention_ignores_feature_map_unless_causal,
+                                                 "check_linear_attention", "feature_map is ignored"),
     "step-read-before-write": (STEP, step_read_before_write, "check_linear_attention_step",
                                "read before the token is written"),
     "step-z-not-updated": (STEP, step_z_not_updated, "check_linear_attention_step", "z is not updated"),
