@@ -13,10 +13,11 @@ expected and the actual values.
 use ``elu_feature_map`` by default: they are judged with the reference's
 standing in for the student's (``GRADED``), so that a wrong or unfinished
 feature map costs only its own point. Each is also called with a feature map
-other than the default (``feature_map=np.exp``, a NumPy function the wire
-carries by name): a function that ignores its ``feature_map`` fails. The cases
-include those of the tasks' visible checks (``np.exp`` with and without
-``causal``, queries that see no key, float32, inputs left unchanged).
+and an ``eps`` other than the defaults (``feature_map=np.exp``, a NumPy
+function the wire carries by name, and ``eps=0.5``): a function that ignores
+either fails. The cases include those of the tasks' visible checks (``np.exp``
+with and without ``causal``, queries that see no key, float32, inputs left
+unchanged).
 
 Whether ``linear_attention`` and ``chunked_linear_attention`` keep a state of
 fixed size is decided outside the student's reach, by the memory the call may
@@ -56,6 +57,9 @@ GRADED = (reference.elu_feature_map, reference.linear_attention, reference.linea
 MEMORY_CASES = ((16384, 8, 64 * 2 ** 20), (4096, 64, 96 * 2 ** 20))
 MEMORY_CHUNK = 64
 OTHER_MAP = np.exp  # a feature map other than the default (a NumPy function: the wire carries it by name)
+OTHER_EPS = 0.5  # an eps other than the default, large enough to move every output
+IGNORED = {"feature_map": "feature_map is ignored: the function uses elu_feature_map whatever feature_map it is given",
+           "eps": "eps is ignored: the denominator is φq · z + eps with the eps it is given"}
 FLOAT32_RTOL, FLOAT32_ATOL = 1e-4, 1e-5  # float32 keeps about 7 digits; sums of T terms lose some
 EMPTY = ("a query that sees no key gets an all-zero output (0 / (0 + eps) = 0), and every other "
          "output is finite")
@@ -175,7 +179,7 @@ def check_linear_attention(linear_attention):
         _compare(call(linear_attention, Q, K, V, causal=causal, on=description, stand_ins=GRADED),
                  _direct(Q, K, V, causal), f"the output on {description}", dtype=np.float32)
     for causal in (False, True):
-        _check_other_feature_map(linear_attention, rng, causal=causal)
+        _check_other_arguments(linear_attention, rng, causal=causal)
 
 
 def check_linear_attention_memory(linear_attention):
@@ -184,16 +188,17 @@ def check_linear_attention_memory(linear_attention):
         _check_linear_memory(linear_attention, causal=causal)
 
 
-def _check_other_feature_map(function, rng, **kwargs):
-    """The function called with feature_map=OTHER_MAP: a function that ignores it fails, and says so."""
+def _check_other_arguments(function, rng, **kwargs):
+    """The function called with feature_map=OTHER_MAP and eps=OTHER_EPS: a function that ignores either
+    fails, and says so."""
     causal = kwargs.get("causal", True)
     Q, K, V = rng.normal(size=(2, 9, 4)), rng.normal(size=(2, 9, 4)), rng.normal(size=(2, 9, 3))
-    description = "T=9, d_k=4, d_v=3, batch 2, feature_map=np.exp" + (", causal" if causal else "")
-    actual = call(function, Q, K, V, feature_map=OTHER_MAP, on=description, stand_ins=GRADED, **kwargs)
-    ignored = [(_direct(Q, K, V, causal),
-                "feature_map is ignored: the function uses elu_feature_map whatever feature_map it is given")]
-    _compare(actual, _direct(Q, K, V, causal, feature_map=OTHER_MAP), f"the output on {description}", ignored,
-             "it should use the feature_map it is given: φQ = feature_map(Q), φK = feature_map(K)")
+    description = f"T=9, d_k=4, d_v=3, batch 2, feature_map=np.exp, eps={OTHER_EPS}" + (", causal" if causal else "")
+    actual = call(function, Q, K, V, feature_map=OTHER_MAP, eps=OTHER_EPS, on=description, stand_ins=GRADED, **kwargs)
+    ignored = [(_direct(Q, K, V, causal, eps=OTHER_EPS), IGNORED["feature_map"]),
+               (_direct(Q, K, V, causal, feature_map=OTHER_MAP), IGNORED["eps"])]
+    _compare(actual, _direct(Q, K, V, causal, feature_map=OTHER_MAP, eps=OTHER_EPS), f"the output on {description}",
+             ignored, "it should use the feature_map and eps it is given: φQ = feature_map(Q), φK = feature_map(K)")
 
 
 # -- one step ------------------------------------------------------------------------
@@ -261,23 +266,23 @@ def check_linear_attention_step(linear_attention_step):
     q, k, v = _token(rng, (2,), 4, 3)
     state = reference.init_linear_attention_state((2,), 4, 3)
     _, state = reference.linear_attention_step(*_token(rng, (2,), 4, 3), state)
-    description = "batch 2, d_k=4, d_v=3, after 1 token, feature_map=np.exp"
-    result = _unpack_step(call(linear_attention_step, q, k, v, state, feature_map=OTHER_MAP, on=description,
-                               stand_ins=GRADED), description)
-    ignored = _step_with(q, k, v, state)
+    description = f"batch 2, d_k=4, d_v=3, after 1 token, feature_map=np.exp, eps={OTHER_EPS}"
+    result = _unpack_step(call(linear_attention_step, q, k, v, state, feature_map=OTHER_MAP, eps=OTHER_EPS,
+                               on=description, stand_ins=GRADED), description)
+    ignored = [(_step_with(q, k, v, state, eps=OTHER_EPS), IGNORED["feature_map"]),
+               (_step_with(q, k, v, state, OTHER_MAP), IGNORED["eps"])]
     for i, name in enumerate(("output", "S of the new state", "z of the new state")):
-        _compare(result[i], _step_with(q, k, v, state, OTHER_MAP)[i], f"{name} on {description}",
-                 [(ignored[i], "feature_map is ignored: the function uses elu_feature_map whatever feature_map "
-                               "it is given")],
-                 "it should use the feature_map it is given: φq = feature_map(q), φk = feature_map(k)")
+        _compare(result[i], _step_with(q, k, v, state, OTHER_MAP, OTHER_EPS)[i], f"{name} on {description}",
+                 [(wrong[i], mistake) for wrong, mistake in ignored],
+                 "it should use the feature_map and eps it is given: φq = feature_map(q), φk = feature_map(k)")
 
 
 def _token(rng, lead, d_k, d_v):
     return rng.normal(size=(*lead, d_k)), rng.normal(size=(*lead, d_k)), rng.normal(size=(*lead, d_v))
 
 
-def _step_with(q, k, v, state, feature_map=reference.elu_feature_map):
-    output, state = reference.linear_attention_step(q, k, v, state, feature_map=feature_map)
+def _step_with(q, k, v, state, feature_map=reference.elu_feature_map, eps=1e-6):
+    output, state = reference.linear_attention_step(q, k, v, state, feature_map=feature_map, eps=eps)
     return output, state["S"], state["z"]
 
 
@@ -341,7 +346,7 @@ def check_chunked_linear_attention(chunked_linear_attention):
     description = "float32 inputs, T=10, chunk_size=4"
     _compare(call(chunked_linear_attention, Q, K, V, chunk_size=4, on=description, stand_ins=GRADED),
              _direct(Q, K, V, True), f"the output on {description}", dtype=np.float32)
-    _check_other_feature_map(chunked_linear_attention, rng, chunk_size=4)
+    _check_other_arguments(chunked_linear_attention, rng, chunk_size=4)
 
 
 def check_chunked_linear_attention_memory(chunked_linear_attention):
