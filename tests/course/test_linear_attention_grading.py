@@ -48,6 +48,7 @@ def graded(tmp_path_factory):
             cell.source = "def peak_memory(function, *args, **kwargs):\n    return function(*args, **kwargs), 0\n\n" + cell.source
     write(folder, "cumulative-states", cumulative, SLUG)
     write(folder, "no-elu", submission(SLUG, {**students.CORRECT, "elu_feature_map": unfinished}), SLUG)
+    write(folder, "relu", submission(SLUG, {**students.CORRECT, "elu_feature_map": students.elu_relu}), SLUG)
     out = tmp_path_factory.mktemp("out")
     process = run_grader("grade", folder, "--out", out, "--workers", 1)
     assert process.returncode == 0, process.stderr
@@ -69,9 +70,10 @@ def test_one_state_per_position_loses_the_task_at_d_64_whatever_the_notebook_mea
     assert grades["cumulative-states", SLUG]["score"] == "9"
 
 
-def test_an_unfinished_feature_map_costs_only_its_own_point(graded):
-    # the three tasks that use it by default are called with feature_map=np.exp and judged with it
+@pytest.mark.parametrize("student", ["no-elu", "relu"])
+def test_a_wrong_or_unfinished_feature_map_costs_only_its_own_point(graded, student):
+    # the three tasks that use it by default are judged with the reference's standing in, memory checks included
     grades, details = graded
-    lost = {check: row["message"] for check, row in details["no-elu", SLUG].items() if row["score"] != row["max_score"]}
+    lost = {check: row["message"] for check, row in details[student, SLUG].items() if row["score"] != row["max_score"]}
     assert list(lost) == ["test_elu_feature_map"], lost
-    assert grades["no-elu", SLUG]["score"] == "12"
+    assert grades[student, SLUG]["score"] == "12"

@@ -217,6 +217,19 @@ def linear_attention_ignores_feature_map(Q, K, V, causal=False, feature_map=elu_
     return out
 
 
+def linear_attention_ignores_feature_map_unless_causal(Q, K, V, causal=False, feature_map=elu_feature_map,
+                                                       eps=1e-6):
+    # the causal branch uses feature_map; the other, written first, elu_feature_map whatever it is given
+    if causal:
+        return linear_attention(Q, K, V, causal=True, feature_map=feature_map, eps=eps)
+    fQ, fK = elu_feature_map(Q), elu_feature_map(K)
+    return (fQ @ (np.swapaxes(fK, -1, -2) @ V)) / (fQ @ fK.sum(axis=-2)[..., None] + eps)
+
+
+def linear_attention_ignores_eps(Q, K, V, causal=False, feature_map=elu_feature_map, eps=1e-6):
+    return linear_attention(Q, K, V, causal, feature_map)  # the default eps, whatever eps it is given
+
+
 def linear_attention_cumulative_states(Q, K, V, causal=False, feature_map=elu_feature_map, eps=1e-6):
     # causal: every prefix state at once, a cumulative sum of the outer products (..., T_k, d_k, d_v):
     # right values, but memory O(T·d_k·d_v) where a state of fixed size needs O(d_k·d_v)
@@ -268,6 +281,10 @@ def step_ignores_feature_map(q, k, v, state, feature_map=elu_feature_map, eps=1e
     return (fq[..., None, :] @ S)[..., 0, :] / ((fq * z).sum(-1, keepdims=True) + eps), {"S": S, "z": z}
 
 
+def step_ignores_eps(q, k, v, state, feature_map=elu_feature_map, eps=1e-6):
+    return linear_attention_step(q, k, v, state, feature_map)  # the default eps, whatever eps it is given
+
+
 def _chunked(carry=True, mask=True, own_key=True, twice=False, last=True):
     def chunked(Q, K, V, chunk_size=64, feature_map=None, eps=1e-6):
         f = lambda X: np.where(X > 0, X + 1, np.exp(np.minimum(X, 0)))  # noqa: E731
@@ -313,6 +330,10 @@ def chunked_ignores_feature_map(Q, K, V, chunk_size=64, feature_map=elu_feature_
         pieces.append((q @ S + A @ v) / ((q * z[..., None, :]).sum(-1, keepdims=True) + A.sum(-1, keepdims=True) + eps))
         S, z = S + np.swapaxes(k, -1, -2) @ v, z + k.sum(axis=-2)
     return np.concatenate(pieces, axis=-2)
+
+
+def chunked_ignores_eps(Q, K, V, chunk_size=64, feature_map=elu_feature_map, eps=1e-6):
+    return chunked_linear_attention(Q, K, V, chunk_size, feature_map)  # the default eps, whatever eps it is given
 
 
 def chunked_whole_matrix(Q, K, V, chunk_size=64, feature_map=elu_feature_map, eps=1e-6):
@@ -432,6 +453,9 @@ MISTAKES = {
                                  "did not run within 96 MiB on T=4096, d_k=d_v=64"),
     "linear-ignores-feature-map": (LINEAR, linear_attention_ignores_feature_map, "check_linear_attention",
                                    "feature_map is ignored"),
+    "linear-ignores-feature-map-unless-causal": (LINEAR, linear_attention_ignores_feature_map_unless_causal,
+                                                 "check_linear_attention", "feature_map is ignored"),
+    "linear-ignores-eps": (LINEAR, linear_attention_ignores_eps, "check_linear_attention", "eps is ignored"),
     "step-read-before-write": (STEP, step_read_before_write, "check_linear_attention_step",
                                "read before the token is written"),
     "step-z-not-updated": (STEP, step_z_not_updated, "check_linear_attention_step", "z is not updated"),
@@ -440,6 +464,7 @@ MISTAKES = {
     "step-modifies-state": (STEP, step_modifies_state, "check_linear_attention_step", "modified its input"),
     "step-ignores-feature-map": (STEP, step_ignores_feature_map, "check_linear_attention_step",
                                  "feature_map is ignored"),
+    "step-ignores-eps": (STEP, step_ignores_eps, "check_linear_attention_step", "eps is ignored"),
     "chunked-state-not-carried": (CHUNKED, chunked_state_not_carried, "check_chunked_linear_attention",
                                   "not carried across chunks"),
     "chunked-unmasked": (CHUNKED, chunked_unmasked, "check_chunked_linear_attention", "not masked"),
@@ -452,6 +477,7 @@ MISTAKES = {
     "chunked-whole-matrix": (CHUNKED, chunked_whole_matrix, "check_chunked_linear_attention_memory", MEMORY),
     "chunked-ignores-feature-map": (CHUNKED, chunked_ignores_feature_map, "check_chunked_linear_attention",
                                     "feature_map is ignored"),
+    "chunked-ignores-eps": (CHUNKED, chunked_ignores_eps, "check_chunked_linear_attention", "eps is ignored"),
     "delta-sum-rule": (DELTA, delta_sum_rule, "check_delta_rule", "nothing is erased"),
     "delta-erase-without-beta": (DELTA, delta_erase_without_beta, "check_delta_rule",
                                  "not multiplied by beta_t"),
