@@ -485,28 +485,3 @@ def check_weights(weights, allowed, name, keys="keys", row="a query", axis=-1):
     check(np.allclose(weights[~allowed], 0.0),
           f"{name}: masked {keys} must get weight 0, but some get up to "
           f"{np.max(np.abs(weights[~allowed]), initial=0):.3g}.")
-
-
-def students_own(function, name):
-    """The student's function ``name`` defined beside ``function`` (in the notebook), or None."""
-    earlier = getattr(function, "__globals__", {}).get(name)
-    return earlier if callable(earlier) and earlier is not function else None
-
-
-def broken_earlier(function, names, works):
-    """The first of ``names`` whose student's version, beside ``function``, is wrong, or None.
-
-    ``works(name, student_function)`` is the chapter's probe of an earlier task.
-    """
-    for name in names:
-        earlier = students_own(function, name)
-        if earlier is not None and not works(name, earlier):
-            return name
-    return None
-
-
-def blame(function, names, works):
-    """" (your x is wrong ... fix x first)" naming a broken earlier task, or ""."""
-    name = broken_earlier(function, names, works)
-    own = getattr(function, "__name__", "your function")
-    return "" if name is None else f" (your {name} is wrong and {own} may be using it: fix {name} first)"
