@@ -34,27 +34,6 @@ NO_VISIBLE_EXAMPLE = {  # (slug, mistake) -> what no visible check shows
     ("scaled_dot_product", "softmax-wrong-axis"): "softmax along an axis other than the last",
     ("multi_head", "mha-merge-without-transpose"): "heads merged by a reshape alone",
     ("positional_encoding", "rope-positions-flattened"): "rotary_embedding with positions of shape (B, T)",
-    ("transformer_decoder", "greedy-ignores-src-mask"): "greedy_decode whose src_mask changes the tokens",
-    ("transformer_decoder", "greedy-no-eos-padding"): "greedy_decode where a finished row must be padded with "
-    "eos_id rather than decoded on",
-    ("transformer_decoder", "logits-decoder-over-embeddings"): "transformer_logits whose decoder attends over the "
-    "embedded source instead of the encoder's output",
-    ("transformer_decoder", "logits-no-src-mask-in-decoder"): "transformer_logits whose src_mask must reach the "
-    "decoder",
-    ("transformer_decoder", "logits-no-src-mask-in-encoder"): "transformer_logits whose src_mask must reach the "
-    "encoder",
-    ("transformer_decoder", "step-ignores-src-mask"): "decoder_step judged against the paper's (the visible check "
-    "compares it with the student's own decoder and only prints a note): the cache's src_mask ignored",
-    ("transformer_decoder", "step-kv-from-embedding"): "decoder_step judged against the paper's (only a note, as "
-    "above): keys and values of every layer from the embedded token",
-    ("transformer_decoder", "step-position-after"): "decoder_step judged against the paper's (only a note, as "
-    "above): the token at position t + 1",
-    ("transformer_decoder", "step-position-zero"): "decoder_step judged against the paper's (only a note, as "
-    "above): the token at position 0",
-    ("transformer_decoder", "step-recomputes-prefix"): "the returned cache holding exactly memory_k, memory_v, k, "
-    "v and src_mask",
-    ("transformer_decoder", "step-unscaled-embedding"): "decoder_step judged against the paper's (only a note, as "
-    "above): the token embedded without √d_model",
     ("backpropagation", "ce-summed"): "the cross-entropy with more than one counted position (sum and mean differ)",
     ("backpropagation", "mha-mask-ignored"): "multi_head_attention_backward whose mask changes the gradients",
     ("backpropagation", "softmax-backward-wrong-only"): "the attention's backward through a softmax_backward that "
