@@ -7,10 +7,10 @@ What `validate` does with each (the visible checks and the resource rules) is co
 in-process by `visible_audit` (a forked child per wrong implementation), and cross-checked
 with the real command on a few.
 
-`NO_VISIBLE_EXAMPLE` lists the wrong implementations that pass every visible check although a
-hidden check rejects them: a requirement the notebook shows no example of. Each is a gap to
-close in its notebook (a visible example and a sentence in its task), then to take off the
-list; the test fails on an entry that `validate` now flags, so the list stays true.
+`NO_VISIBLE_EXAMPLE` would list the wrong implementations that pass every visible check although a
+hidden check rejects them: a requirement the notebook shows no example of (none is left). Each would
+be a gap to close in its notebook (a visible example and a sentence in its task), then to take off
+the list; the test fails on an entry that `validate` flags, so the list stays true.
 `SECRET_ONLY` would list those that only secret values can tell (none so far).
 """
 
@@ -24,29 +24,7 @@ from tests.support import COURSE
 
 SLUGS = course.assignments(COURSE)
 
-NO_VISIBLE_EXAMPLE = {  # (slug, mistake) -> what no visible check shows
-    ("transformer_decoder", "greedy-ignores-src-mask"): "greedy_decode whose src_mask changes the tokens",
-    ("transformer_decoder", "greedy-no-eos-padding"): "greedy_decode where a finished row must be padded with "
-    "eos_id rather than decoded on",
-    ("transformer_decoder", "logits-decoder-over-embeddings"): "transformer_logits whose decoder attends over the "
-    "embedded source instead of the encoder's output",
-    ("transformer_decoder", "logits-no-src-mask-in-decoder"): "transformer_logits whose src_mask must reach the "
-    "decoder",
-    ("transformer_decoder", "logits-no-src-mask-in-encoder"): "transformer_logits whose src_mask must reach the "
-    "encoder",
-    ("transformer_decoder", "step-ignores-src-mask"): "decoder_step judged against the paper's (the visible check "
-    "compares it with the student's own decoder and only prints a note): the cache's src_mask ignored",
-    ("transformer_decoder", "step-kv-from-embedding"): "decoder_step judged against the paper's (only a note, as "
-    "above): keys and values of every layer from the embedded token",
-    ("transformer_decoder", "step-position-after"): "decoder_step judged against the paper's (only a note, as "
-    "above): the token at position t + 1",
-    ("transformer_decoder", "step-position-zero"): "decoder_step judged against the paper's (only a note, as "
-    "above): the token at position 0",
-    ("transformer_decoder", "step-recomputes-prefix"): "the returned cache holding exactly memory_k, memory_v, k, "
-    "v and src_mask",
-    ("transformer_decoder", "step-unscaled-embedding"): "decoder_step judged against the paper's (only a note, as "
-    "above): the token embedded without √d_model",
-}
+NO_VISIBLE_EXAMPLE = {}  # (slug, mistake) -> what no visible check shows (none left)
 SECRET_ONLY = {}  # (slug, mistake) -> why only the hidden checks' secret values can tell it
 
 
