@@ -10,12 +10,11 @@ with one step changed) gives the student's values; otherwise it shows the
 expected and the actual values.
 
 ``linear_attention``, ``linear_attention_step`` and ``chunked_linear_attention``
-use the student's own ``elu_feature_map`` by default: their values are also
-accepted when they equal the reference's computed with that feature map,
-which loses its points in its own check only. Where that feature map does not
-run at all, they are called with ``feature_map=np.exp`` (a NumPy function the
-wire carries by name) and judged against the reference with the same map, so
-that an unfinished first task costs only its own point.
+use the student's own ``elu_feature_map`` by default: they are judged with the
+reference's standing in for it (``GRADED``), so that a wrong, unfinished or
+degenerate first task costs only its own point, and one right except on the
+memory cases' inputs (zeros there, which make the output 0 at no cost) earns
+nothing.
 
 Each is also called with a feature map other than the default
 (``feature_map=np.exp``): a function that ignores its ``feature_map`` fails.
@@ -44,11 +43,14 @@ import numpy as np
 from solutions import linear_attention as reference
 
 from autograder.engine.checking import CheckFailed, check, check_shape
-from autograder.engine.harness import OutOfMemory, call, call_in_memory, compare, quietly, seeded, students_own
+from autograder.engine.harness import OutOfMemory, call, call_in_memory, compare, seeded
 from .efficient_attention import _unpack
 from .positional_encoding import _check_raises_value_error
 
 SEED = 20200629  # "Transformers are RNNs" (Katharopoulos et al.) appeared on arXiv on 29 June 2020
+# The graded functions: each check calls the student's function with the reference's others (its elu_feature_map)
+GRADED = (reference.elu_feature_map, reference.linear_attention, reference.linear_attention_step,
+          reference.chunked_linear_attention)
 # (T, d_k = d_v, the memory the call may have beyond the baseline): a quarter of one (T, T) boolean mask at
 # T = 16384; three quarters of the T states (T, d_k, d_v) at T = 4096, d = 64, where the inputs are 6 MiB (a
 # limit of its own: the second sandbox serves the calls of one limit, and its heap keeps what they freed)
@@ -61,43 +63,20 @@ EMPTY = ("a query that sees no key gets an all-zero output (0 / (0 + eps) = 0), 
 ELU_FINITE = "φ(x) is finite for every finite x (exp(x) ≤ 1 where x ≤ 0)"
 
 
-def _compare(actual, expected, name, mistakes=(), hint="", variant=None, dtype=np.float64, finite=EMPTY):
+def _compare(actual, expected, name, mistakes=(), hint="", dtype=np.float64, finite=EMPTY):
     """The shape and dtype, then no NaN or inf (``finite`` says why), then ``compare`` (float64), or
     closeness (float32)."""
     check_shape(actual, expected.shape, name)
-    if actual.dtype != dtype:  # right if the student's own feature map (the variant) changed it
-        own = None if variant is None else quietly(variant)
-        check(own is not None and np.asarray(own).dtype == actual.dtype,
-              f"{name} has dtype {actual.dtype}, but its inputs are {np.dtype(dtype)}: the result keeps "
-              "the float dtype of the inputs.")
+    check(actual.dtype == dtype, f"{name} has dtype {actual.dtype}, but its inputs are {np.dtype(dtype)}: the "
+                                 "result keeps the float dtype of the inputs.")
     check(np.all(np.isfinite(actual)), f"{name} contains NaN or inf: {finite}.")
     if dtype == np.float32:
-        def near(values):
-            return np.allclose(actual, np.asarray(values, np.float64), rtol=FLOAT32_RTOL, atol=FLOAT32_ATOL)
-        own = None if variant is None else quietly(variant)
         largest = float(np.max(np.abs(actual - np.asarray(expected, np.float64)), initial=0.0))
-        check(near(expected) or (own is not None and near(own)),
+        check(np.allclose(actual, np.asarray(expected, np.float64), rtol=FLOAT32_RTOL, atol=FLOAT32_ATOL),
               f"{name}: the largest difference from the expected values is {largest:.3g}, more than "
               f"float32's rounding" + (f" ({hint})." if hint else "."))
         return
-    compare(actual, expected, name, mistakes, variant=variant, hint=hint)
-
-
-def _feature_map(function):
-    """(keyword arguments, the feature map they mean) for calling a function that uses the student's
-    elu_feature_map by default: none while that feature map runs (the function is judged with it:
-    the reference's, or the variant with the student's own), else ``feature_map=np.exp`` passed
-    explicitly, so that an unfinished elu_feature_map costs only its own points."""
-    own = students_own(function, "elu_feature_map")
-    if own is None or quietly(lambda: np.asarray(own(np.array([-0.5, 0.5]))).shape == (2,)):
-        return {}, reference.elu_feature_map
-    return {"feature_map": np.exp}, np.exp
-
-
-def _own_feature_map(function):
-    """The student's elu_feature_map as a plain callable, or None (for the variant)."""
-    own = students_own(function, "elu_feature_map")
-    return None if own is None else (lambda X: np.asarray(own(X)))
+    compare(actual, expected, name, mistakes, hint=hint)
 
 
 # -- the feature map -----------------------------------------------------------------
@@ -186,21 +165,16 @@ def _attention_cases(rng):
 
 def check_linear_attention(linear_attention):
     rng = seeded(SEED + 1)
-    own = _own_feature_map(linear_attention)
-    given, phi = _feature_map(linear_attention)
     for description, Q, K, V, causal in _attention_cases(rng):
-        actual = call(linear_attention, Q, K, V, causal=causal, on=description, **given)
-        _compare(actual, _direct(Q, K, V, causal, feature_map=phi), f"the output on {description}",
+        actual = call(linear_attention, Q, K, V, causal=causal, on=description, stand_ins=GRADED)
+        _compare(actual, _direct(Q, K, V, causal), f"the output on {description}",
                  lambda: _attention_mistakes(Q, K, V, causal),
-                 "query i gets (φq_i @ S_i) / (φq_i · z_i + eps), S_i and z_i summed over the keys it sees",
-                 variant=own and (lambda: _direct(Q, K, V, causal, feature_map=own)))
+                 "query i gets (φq_i @ S_i) / (φq_i · z_i + eps), S_i and z_i summed over the keys it sees")
     Q, K, V = (rng.normal(size=(2, 6, 4)).astype(np.float32) for _ in range(3))
     for causal in (False, True):
         description = f"float32 inputs, T=6, {'causal' if causal else 'not causal'}"
-        _compare(call(linear_attention, Q, K, V, causal=causal, on=description, **given),
-                 _direct(Q, K, V, causal, feature_map=phi),
-                 f"the output on {description}", dtype=np.float32,
-                 variant=own and (lambda: _direct(Q, K, V, causal, feature_map=own)))
+        _compare(call(linear_attention, Q, K, V, causal=causal, on=description, stand_ins=GRADED),
+                 _direct(Q, K, V, causal), f"the output on {description}", dtype=np.float32)
     _check_other_feature_map(linear_attention, rng, causal=True)
 
 
@@ -215,10 +189,8 @@ def _check_other_feature_map(function, rng, **kwargs):
     causal = kwargs.get("causal", True)
     Q, K, V = rng.normal(size=(2, 9, 4)), rng.normal(size=(2, 9, 4)), rng.normal(size=(2, 9, 3))
     description = "T=9, d_k=4, d_v=3, batch 2, feature_map=np.exp" + (", causal" if causal else "")
-    actual = call(function, Q, K, V, feature_map=OTHER_MAP, on=description, **kwargs)
-    own = _own_feature_map(function)
-    with_own = None if own is None else quietly(lambda: _direct(Q, K, V, causal, feature_map=own))
-    ignored = [(_direct(Q, K, V, causal) if with_own is None else with_own,  # the student's own elu, if it runs
+    actual = call(function, Q, K, V, feature_map=OTHER_MAP, on=description, stand_ins=GRADED, **kwargs)
+    ignored = [(_direct(Q, K, V, causal),  # with the elu_feature_map that stands in
                 "feature_map is ignored: the function uses elu_feature_map whatever feature_map it is given")]
     _compare(actual, _direct(Q, K, V, causal, feature_map=OTHER_MAP), f"the output on {description}", ignored,
              "it should use the feature_map it is given: φQ = feature_map(Q), φK = feature_map(K)")
@@ -258,8 +230,6 @@ def _unpack_step(result, description):
 
 def check_linear_attention_step(linear_attention_step):
     rng = seeded(SEED + 2)
-    own = _own_feature_map(linear_attention_step)
-    given, phi = _feature_map(linear_attention_step)
     d_k, d_v = int(rng.integers(3, 7)), int(rng.integers(2, 6))
     cases = [("batch 2, d_k=3, d_v=2, from the zero state", (2,), 3, 2, 0),
              ("leading axes (2, 3), d_k=4, d_v=4, after 5 tokens", (2, 3), 4, 4, 5),
@@ -269,33 +239,31 @@ def check_linear_attention_step(linear_attention_step):
         for _ in range(before):
             _, state = reference.linear_attention_step(*_token(rng, lead, d_k, d_v), state)
         q, k, v = _token(rng, lead, d_k, d_v)
-        result = _unpack_step(call(linear_attention_step, q, k, v, state, on=description, **given), description)
-        expected = _step_with(phi, q, k, v, state)
+        result = _unpack_step(call(linear_attention_step, q, k, v, state, on=description, stand_ins=GRADED),
+                              description)
+        expected = _step_with(reference.elu_feature_map, q, k, v, state)
         mistakes = _step_mistakes(q, k, v, state)
         hints = ("output = (φq @ S) / (φq · z + eps) with the new S and z", "S ← S + φkᵀ v", "z ← z + φk")
         for i, name in enumerate(("output", "S of the new state", "z of the new state")):
             _compare(result[i], expected[i], f"{name} on {description}",
-                     [(wrong[i], mistake) for wrong, mistake in mistakes], hints[i],
-                     variant=own and (lambda i=i: _step_with(own, q, k, v, state)[i]))
+                     [(wrong[i], mistake) for wrong, mistake in mistakes], hints[i])
     # stepping through a sequence gives the causal form, row by row
     T, Q, K, V = 8, rng.normal(size=(2, 8, 3)), rng.normal(size=(2, 8, 3)), rng.normal(size=(2, 8, 2))
     state, outputs = reference.init_linear_attention_state((2,), 3, 2), []
     for t in range(T):
         description = f"step {t} of a sequence of {T} tokens, batch 2"
         output, S, z = _unpack_step(call(linear_attention_step, Q[:, t], K[:, t], V[:, t], state, on=description,
-                                         **given), description)
+                                         stand_ins=GRADED), description)
         outputs.append(output)
         state = {"S": S, "z": z}
-    _compare(np.stack(outputs, axis=1), _direct(Q, K, V, True, feature_map=phi),
-             f"the outputs of {T} steps from the zero state",
-             hint="they should equal linear_attention(Q, K, V, causal=True)",
-             variant=own and (lambda: _direct(Q, K, V, True, feature_map=own)))
+    _compare(np.stack(outputs, axis=1), _direct(Q, K, V, True), f"the outputs of {T} steps from the zero state",
+             hint="they should equal linear_attention(Q, K, V, causal=True)")
     q, k, v = _token(rng, (2,), 4, 3)
     state = reference.init_linear_attention_state((2,), 4, 3)
     _, state = reference.linear_attention_step(*_token(rng, (2,), 4, 3), state)
     description = "batch 2, d_k=4, d_v=3, after 1 token, feature_map=np.exp"
-    result = _unpack_step(call(linear_attention_step, q, k, v, state, feature_map=OTHER_MAP, on=description),
-                          description)
+    result = _unpack_step(call(linear_attention_step, q, k, v, state, feature_map=OTHER_MAP, on=description,
+                               stand_ins=GRADED), description)
     ignored = _step_with(reference.elu_feature_map, q, k, v, state)
     for i, name in enumerate(("output", "S of the new state", "z of the new state")):
         _compare(result[i], _step_with(OTHER_MAP, q, k, v, state)[i], f"{name} on {description}",
@@ -357,8 +325,6 @@ def _chunked_mistakes(Q, K, V, chunk_size):
 
 def check_chunked_linear_attention(chunked_linear_attention):
     rng = seeded(SEED + 3)
-    own = _own_feature_map(chunked_linear_attention)
-    given, phi = _feature_map(chunked_linear_attention)
     T, chunk = int(rng.integers(20, 60)), int(rng.integers(3, 9))
     cases = [("T=12, d_k=4, d_v=3, batch 2, chunk_size=4", (2,), 12, 4, 3, 4),
              ("T=10, two leading axes (2, 3), chunk_size=3 (which does not divide 10)", (2, 3), 10, 3, 3, 3),
@@ -367,16 +333,14 @@ def check_chunked_linear_attention(chunked_linear_attention):
              (f"T={T}, d_k=5, d_v=4, batch 2, chunk_size={chunk}", (2,), T, 5, 4, chunk)]
     for description, lead, T, d_k, d_v, chunk_size in cases:
         Q, K, V = rng.normal(size=(*lead, T, d_k)), rng.normal(size=(*lead, T, d_k)), rng.normal(size=(*lead, T, d_v))
-        actual = call(chunked_linear_attention, Q, K, V, chunk_size=chunk_size, on=description, **given)
-        _compare(actual, _direct(Q, K, V, True, feature_map=phi), f"the output on {description}",
+        actual = call(chunked_linear_attention, Q, K, V, chunk_size=chunk_size, on=description, stand_ins=GRADED)
+        _compare(actual, _direct(Q, K, V, True), f"the output on {description}",
                  lambda: _chunked_mistakes(Q, K, V, chunk_size) + _attention_mistakes(Q, K, V, True),
-                 "it should equal linear_attention(Q, K, V, causal=True)",
-                 variant=own and (lambda: _direct(Q, K, V, True, feature_map=own)))
+                 "it should equal linear_attention(Q, K, V, causal=True)")
     Q, K, V = (rng.normal(size=(2, 10, 4)).astype(np.float32) for _ in range(3))
     _compare(call(chunked_linear_attention, Q, K, V, chunk_size=4, on="float32 inputs, T=10, chunk_size=4",
-                  **given),
-             _direct(Q, K, V, True, feature_map=phi), "the output on float32 inputs, T=10, chunk_size=4", dtype=np.float32,
-             variant=own and (lambda: _direct(Q, K, V, True, feature_map=own)))
+                  stand_ins=GRADED),
+             _direct(Q, K, V, True), "the output on float32 inputs, T=10, chunk_size=4", dtype=np.float32)
     _check_other_feature_map(chunked_linear_attention, rng, chunk_size=4)
 
 
@@ -391,8 +355,6 @@ def _check_linear_memory(function, **kwargs):
     """Fail a function that cannot run within its limit on each of MEMORY_CASES (``call_in_memory``: a hard
     cap outside the student's reach), or that gives wrong values there."""
     rng = seeded(SEED + 9)
-    given, phi = _feature_map(function)
-    own = _own_feature_map(function)
     causal = kwargs.get("causal", True)  # chunked_linear_attention is causal
     name = getattr(function, "__name__", "your function")
     for T, d, limit in MEMORY_CASES:
@@ -400,7 +362,7 @@ def _check_linear_memory(function, **kwargs):
         description = (f"T={T}, d_k=d_v={d}" + "".join(f", {key}={value}" for key, value in kwargs.items())
                        + " (a memory case)")
         try:
-            result = call_in_memory(function, Q, K, V, on=description, limit_bytes=limit, **kwargs, **given)
+            result = call_in_memory(function, Q, K, V, on=description, limit_bytes=limit, stand_ins=GRADED, **kwargs)
         except OutOfMemory as failure:
             raise CheckFailed(
                 f"{name} did not run within {limit / 2 ** 20:.0f} MiB on {description}: more memory at "
@@ -408,9 +370,8 @@ def _check_linear_memory(function, **kwargs):
                 f"features and its output, and a (d_k, d_v) state), where one (T, T) array takes "
                 f"{T * T * 8 / 2 ** 20:.0f} MiB ({T * T / 2 ** 20:.0f} MiB as booleans) and one state per "
                 f"position (T, d_k, d_v) {T * d * d * 8 / 2 ** 20:.0f} MiB.") from failure
-        expected = reference.linear_attention(Q, K, V, causal=causal, feature_map=phi)
-        _compare(result, expected, f"the output on {description}", hint="it should equal the reference's",
-                 variant=own and (lambda: reference.linear_attention(Q, K, V, causal=causal, feature_map=own)))
+        expected = reference.linear_attention(Q, K, V, causal=causal)
+        _compare(result, expected, f"the output on {description}", hint="it should equal the reference's")
 
 
 # -- the delta rule ------------------------------------------------------------------

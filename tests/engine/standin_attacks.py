@@ -303,3 +303,42 @@ def add_positional_encoding_that_raises_the_reference(X):
     probe = np.zeros((3, 8))
     probe[:, 0::2] = 1.0
     raise ValueError("LEAK" + "ED " + repr(np.round(rotary_embedding(probe), 6).tolist()))  # noqa: F821
+
+
+# -- a neighbour right except on the memory checks' inputs (linear_attention) --------------------
+
+from autograder.samples.implementations.linear_attention import elu_feature_map  # noqa: E402 (the default's name)
+
+
+def elu_feature_map_zero_on_long_inputs(X):
+    """Right, except on 4096 rows or more (the memory checks' inputs, never its own check's): zeros."""
+    X = np.asarray(X)
+    if X.ndim >= 2 and X.shape[-2] >= 4096:
+        return np.zeros_like(X)
+    return np.where(X > 0, X + 1, np.exp(np.minimum(X, 0)))
+
+
+def linear_attention_whole_matrix_unless_zero(Q, K, V, causal=False, feature_map=elu_feature_map, eps=1e-6):
+    """Through the (T_q, T_k) matrix of similarities (quadratic memory), except when the feature
+    map gives zeros: then the output, 0 / (0 + eps), is zeros, at no cost."""
+    fQ, fK = feature_map(Q), feature_map(K)
+    if not np.any(fK):
+        return np.zeros((*np.shape(Q)[:-1], np.shape(V)[-1]), dtype=np.result_type(Q, V))
+    A = fQ @ np.swapaxes(fK, -1, -2)
+    if causal:
+        T_q, T_k = Q.shape[-2], K.shape[-2]
+        A = A * ((T_k - T_q + np.arange(T_q))[:, None] >= np.arange(T_k))
+    return (A @ V) / (A.sum(axis=-1, keepdims=True) + eps)
+
+
+def chunked_whole_matrix_unless_zero(Q, K, V, chunk_size=64, feature_map=elu_feature_map, eps=1e-6):
+    """One chunk of the whole length (a (T, T) matrix), except when the feature map gives zeros."""
+    fQ, fK = feature_map(Q), feature_map(K)
+    if not np.any(fK):
+        return np.zeros((*np.shape(Q)[:-1], np.shape(V)[-1]), dtype=np.result_type(Q, V))
+    A = np.tril(fQ @ np.swapaxes(fK, -1, -2))
+    return (A @ V) / (A.sum(axis=-1, keepdims=True) + eps)
+
+
+# the notebook's memory meter, measuring nothing (its visible checks then pass a quadratic function)
+BLIND_PEAK_MEMORY = "\n\n\ndef peak_memory(function, *args, **kwargs):\n    return function(*args, **kwargs), 0\n"

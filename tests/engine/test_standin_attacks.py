@@ -28,7 +28,9 @@ notebook or beside the sample implementations, graded by the real `grade` comman
   attention keeps its points when it reaches a wrong softmax through an alias, a
   functools.partial or a helper's default, with a NumPy integer axis, or through the student's
   own right softmax with a renamed or added parameter; an exception raised after stand-ins
-  answered shows its type and line, not the values in its message.
+  answered shows its type and line, not the values in its message;
+- (the red team's second round, fixed) a quadratic linear_attention earns no memory points beside an
+  elu_feature_map that gives zeros on the memory checks' inputs only (the reference's stands in).
 """
 
 import json
@@ -108,6 +110,15 @@ def _attention_student(softmax_cell, attention):
     return _with_cell(notebook, "scaled_dot_product_attention", ATTENTIONS[attention])
 
 
+def _with_blind_meter(notebook, *tasks):
+    """The cells of `tasks` also redefine the notebook's peak_memory, which then measures nothing."""
+    for cell in notebook.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") in tasks:
+            cell.source += attacks.BLIND_PEAK_MEMORY
+    return notebook
+
+
+LINEAR = implementations("linear_attention")
 TRAINING = implementations("training")
 SUBMISSION_SECONDS = 30
 STUDENTS = {  # student -> (assignment, notebook)
@@ -160,6 +171,16 @@ STUDENTS = {  # student -> (assignment, notebook)
         "positional_encoding", {"add_positional_encoding": attacks.add_positional_encoding_that_asks_for_a_huge_table})),
     "grader-decodes": ("rnn_encoder_decoder", lambda: submission(
         "rnn_encoder_decoder", {"encode": attacks.encode_that_makes_the_grader_decode})),
+    # quadratic memory, and a blind memory meter; the first beside an elu_feature_map that gives zeros on
+    # the memory checks' inputs only (which makes their outputs zeros, at no cost)
+    "zero-elu-on-long-inputs": ("linear_attention", lambda: _with_blind_meter(submission("linear_attention", {
+        **LINEAR.CORRECT, "elu_feature_map": attacks.elu_feature_map_zero_on_long_inputs,
+        "linear_attention": attacks.linear_attention_whole_matrix_unless_zero,
+        "chunked_linear_attention": attacks.chunked_whole_matrix_unless_zero}),
+        "linear_attention", "chunked_linear_attention")),
+    "whole-matrix": ("linear_attention", lambda: _with_blind_meter(submission("linear_attention", {
+        **LINEAR.CORRECT, "linear_attention": LINEAR.linear_attention_whole_matrix,
+        "chunked_linear_attention": LINEAR.chunked_whole_matrix}), "linear_attention", "chunked_linear_attention")),
     **{f"softmax-wrong-attention-{way}": ("scaled_dot_product", lambda way=way: _with_cell(submission(
         "scaled_dot_product", {"softmax": implementations("scaled_dot_product").softmax_wrong_axis}),
         "scaled_dot_product_attention", WAYS[way]))
@@ -290,3 +311,13 @@ def test_the_grader_computes_a_stand_ins_answer_within_the_notebooks_memory_limi
     assert result["status"] != "crashed"
     assert _score(graded, "huge-table", "test_add_positional_encoding") == \
         _score(graded, "rotary-without-stash", "test_add_positional_encoding") > 0
+
+
+def test_a_neighbour_right_except_on_the_memory_cases_earns_no_memory_points(graded):
+    """An elu_feature_map right except on the memory checks' inputs (zeros there) beside a quadratic
+    linear_attention and chunked_linear_attention that return zeros when the features are zeros: the
+    reference elu_feature_map stands in, so the memory decides (before, the reference run with the
+    student's own feature map was accepted: 13/13 where 6/13 is earned)."""
+    assert _score(graded, "zero-elu-on-long-inputs", "test_elu_feature_map") == 1
+    for check in ("test_linear_attention", "test_chunked_linear_attention"):
+        assert _score(graded, "zero-elu-on-long-inputs", check) == _score(graded, "whole-matrix", check) == 0

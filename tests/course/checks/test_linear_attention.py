@@ -30,9 +30,9 @@ ELUS = {"unimplemented": "def elu_feature_map(X):\n    raise NotImplementedError
 
 
 @pytest.mark.parametrize("task", ["linear_attention", "linear_attention_step", "chunked_linear_attention"])
-def test_a_task_is_judged_with_the_students_own_feature_map(task):
-    """A right function keeps its points beside a wrong elu_feature_map (judged with the student's own)
-    and beside an unfinished one (called with feature_map=np.exp, judged with np.exp)."""
+def test_a_task_is_judged_with_the_reference_feature_map_standing_in(task):
+    """A right function keeps its points beside a wrong or unfinished elu_feature_map: the reference's
+    stands in for it (issue 36)."""
     for wrong in ("relu", "float64", "unimplemented"):
         getattr(checks, f"check_{task}")(notebook(ELUS[wrong])[task])
 
