@@ -78,10 +78,11 @@ def call(function, *args, on, stand_ins=(), **kwargs):
     deserves its points. Arguments, parameter dicts included, must come back
     unchanged.
 
-    ``stand_ins``: the reference's versions of the graded functions (by their ``__name__``).
-    When the checked function's own is among them, only those that it reaches stand in
-    (`_reached`: by name, through an ungraded helper, as a default argument; never the
-    function itself, nor a later task that uses it); otherwise all of them. While it runs,
+    ``stand_ins``: the reference's versions of the graded functions (by their ``__name__``), in
+    the order of the tasks. When the checked function's own is among them, only those before it
+    and those that its reference reaches stand in (`_reached`: by name, through an ungraded helper,
+    as a default argument; never the function itself, nor a later task that uses it); otherwise
+    all of them. While it runs,
     the student's functions of those names answer with the reference's value for the arguments they
     are given, however the function reaches them (by name, through a helper, as a
     default argument), so that a task is judged on its own. See `standing_in`.
@@ -166,9 +167,11 @@ def standing_in(function, stand_ins):
     if isinstance(namespace, dict):  # the name the notebook gives it, which its __name__ may not be
         own = next((name for name in stand_ins if namespace.get(name) is inspect.unwrap(function)), own)
     if own in stand_ins:
-        # only the graded functions that the checked function's reference reaches stand in: a later
+        # only the graded functions before the checked one (stand_ins lists them in the order of the
+        # tasks: a student may build on any of them) and those its reference reaches stand in: a later
         # task's reference (which may compute this very task) never answers for it
-        reached = _reached(stand_ins[own], frozenset(stand_ins))
+        names = list(stand_ins)
+        reached = _reached(stand_ins[own], frozenset(stand_ins)) | set(names[:names.index(own)])
         stand_ins = {name: stand_in for name, stand_in in stand_ins.items() if name in reached}
     stand_ins = {name: stand_in for name, stand_in in stand_ins.items() if name != own}
     if not stand_ins:

@@ -342,3 +342,44 @@ def chunked_whole_matrix_unless_zero(Q, K, V, chunk_size=64, feature_map=elu_fea
 
 # the notebook's memory meter, measuring nothing (its visible checks then pass a quadratic function)
 BLIND_PEAK_MEMORY = "\n\n\ndef peak_memory(function, *args, **kwargs):\n    return function(*args, **kwargs), 0\n"
+
+
+# -- a right function built on an earlier task that its reference does not use -------------------
+
+
+def mha_backward_via_sdpa_backward(Q, K, V, params, num_heads, grad_output, mask=None):
+    """Right: the projections' gradients around scaled_dot_product_attention_backward (the task
+    before), which the reference does not call (it shares the forward's weights instead)."""
+    Q, K, V, G = (np.asarray(a, dtype=float) for a in (Q, K, V, grad_output))
+    q, k, v = (split_heads(X @ params[f"W_{n}"] + params[f"b_{n}"], num_heads)  # noqa: F821
+               for X, n in ((Q, "q"), (K, "k"), (V, "v")))
+    context, _ = scaled_dot_product_attention(q, k, v, mask=mask)  # noqa: F821
+    merged = merge_heads(context)  # noqa: F821
+    grads = {"W_o": np.einsum("btd,bte->de", merged, G), "b_o": G.sum(axis=(0, 1))}
+    grad_q, grad_k, grad_v = scaled_dot_product_attention_backward(  # noqa: F821
+        q, k, v, split_heads(G @ params["W_o"].T, num_heads), mask=mask)  # noqa: F821
+    grad_inputs = []
+    for X, grad_heads, n in ((Q, grad_q, "q"), (K, grad_k, "k"), (V, grad_v, "v")):
+        grad_projected = merge_heads(grad_heads)  # noqa: F821
+        grads[f"W_{n}"] = np.einsum("btd,bte->de", X, grad_projected)
+        grads[f"b_{n}"] = grad_projected.sum(axis=(0, 1))
+        grad_inputs.append(grad_projected @ params[f"W_{n}"].T)
+    return (*grad_inputs, {key: grads[key] for key in params})
+
+
+def chunked_via_linear_attention(Q, K, V, chunk_size=64, feature_map=elu_feature_map, eps=1e-6):
+    """No chunks: the student's own linear_attention, causal (right values; its memory is that
+    function's)."""
+    return linear_attention(Q, K, V, causal=True, feature_map=feature_map, eps=eps)  # noqa: F821
+
+
+# -- a neighbour that hangs where the later task's visible check calls it ------------------------
+
+
+def softmax_that_hangs_on_batches(x, axis=-1):
+    """Right on one row or a matrix; never returns on a batch of matrices (the attention's scores)."""
+    x = np.asarray(x, dtype=float)
+    while x.ndim > 2:
+        pass
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)

@@ -30,7 +30,10 @@ notebook or beside the sample implementations, graded by the real `grade` comman
   own right softmax with a renamed or added parameter; an exception raised after stand-ins
   answered shows its type and line, not the values in its message;
 - (the red team's second round, fixed) a quadratic linear_attention earns no memory points beside an
-  elu_feature_map that gives zeros on the memory checks' inputs only (the reference's stands in).
+  elu_feature_map that gives zeros on the memory checks' inputs only (the reference's stands in), nor
+  a chunked_linear_attention that calls it; a right multi_head_attention_backward built on a wrong
+  scaled_dot_product_attention_backward, which its reference does not call, keeps its points (every
+  task before the checked one stands in).
 """
 
 import json
@@ -181,6 +184,17 @@ STUDENTS = {  # student -> (assignment, notebook)
     "whole-matrix": ("linear_attention", lambda: _with_blind_meter(submission("linear_attention", {
         **LINEAR.CORRECT, "linear_attention": LINEAR.linear_attention_whole_matrix,
         "chunked_linear_attention": LINEAR.chunked_whole_matrix}), "linear_attention", "chunked_linear_attention")),
+    # chunked_linear_attention through the student's own linear_attention: quadratic, then right
+    "chunked-via-whole-matrix": ("linear_attention", lambda: _with_blind_meter(submission("linear_attention", {
+        **LINEAR.CORRECT, "linear_attention": LINEAR.linear_attention_whole_matrix,
+        "chunked_linear_attention": attacks.chunked_via_linear_attention}), "linear_attention")),
+    "chunked-via-right-attention": ("linear_attention", lambda: submission("linear_attention", {
+        **LINEAR.CORRECT, "chunked_linear_attention": attacks.chunked_via_linear_attention})),
+    # a right multi_head_attention_backward built on scaled_dot_product_attention_backward, which is wrong
+    "mha-backward-via-wrong-sdpa-backward": ("backpropagation", lambda: submission("backpropagation", {
+        **implementations("backpropagation").CORRECT,
+        "scaled_dot_product_attention_backward": implementations("backpropagation").sdpa_backward_no_scale,
+        "multi_head_attention_backward": attacks.mha_backward_via_sdpa_backward})),
     **{f"softmax-wrong-attention-{way}": ("scaled_dot_product", lambda way=way: _with_cell(submission(
         "scaled_dot_product", {"softmax": implementations("scaled_dot_product").softmax_wrong_axis}),
         "scaled_dot_product_attention", WAYS[way]))
@@ -321,3 +335,18 @@ def test_a_neighbour_right_except_on_the_memory_cases_earns_no_memory_points(gra
     assert _score(graded, "zero-elu-on-long-inputs", "test_elu_feature_map") == 1
     for check in ("test_linear_attention", "test_chunked_linear_attention"):
         assert _score(graded, "zero-elu-on-long-inputs", check) == _score(graded, "whole-matrix", check) == 0
+
+
+def test_a_function_built_on_its_own_earlier_task_keeps_that_tasks_memory(graded):
+    """chunked_linear_attention as the student's own linear_attention, causal: only the feature map stands
+    in (the reference's linear_attention would compute the memory cases in the grader, outside the cap)."""
+    assert _score(graded, "chunked-via-whole-matrix", "test_chunked_linear_attention") == 0
+    assert _score(graded, "chunked-via-right-attention", "test_chunked_linear_attention") == 3
+
+
+def test_a_right_function_built_on_an_earlier_task_its_reference_does_not_use_keeps_its_points(graded):
+    """multi_head_attention_backward around a wrong scaled_dot_product_attention_backward, which the
+    reference does not call: every task before the checked one stands in (it lost its 4 points before)."""
+    student = "mha-backward-via-wrong-sdpa-backward"
+    assert _score(graded, student, "test_scaled_dot_product_attention_backward") == 0
+    assert _score(graded, student, "test_multi_head_attention_backward") == 4
