@@ -130,7 +130,8 @@ FUTURE_FLAGS = sum(getattr(__future__, name).compiler_flag for name in __future_
 class CellTimeout(BaseException):
     """Raised in the student's code when a cell or a call runs out of time.
 
-    args: (the notebook's function that was running, or None; the limit in seconds)."""
+    args: (the notebook's outermost function that was running, or None; the limit in seconds; its
+    innermost one, which was running when time ran out, or None)."""
 
 
 class OutputLimitExceeded(BaseException):
@@ -231,27 +232,37 @@ def keep_display(kind, data, metadata=None):
 
 
 def on_alarm(signum, frame):
-    raise CellTimeout(running_function(frame), LIMIT[0])
+    outermost, innermost = running_functions(frame)
+    raise CellTimeout(outermost, LIMIT[0], innermost)
 
 
-def running_function(frame):
-    """The name of the outermost function of the notebook on the stack of `frame`, or None."""
-    codes = {value.__code__: name for name, value in NOTEBOOK.items()
-             if isinstance(value, types.FunctionType)}
-    name = None
+def running_functions(frame):
+    """The names of the outermost and the innermost functions of the notebook on the stack of
+    `frame` (None, None when there is none); a function by its own name when the notebook gives it
+    that name, rather than an alias's."""
+    codes = {value.__code__: value.__name__ if NOTEBOOK.get(value.__name__) is value else name
+             for name, value in NOTEBOOK.items() if isinstance(value, types.FunctionType)}
+    outermost = innermost = None
     while frame is not None:
-        name = codes.get(frame.f_code, name)
+        outermost = codes.get(frame.f_code, outermost)
+        innermost = innermost or outermost
         frame = frame.f_back
-    return name
+    return outermost, innermost
 
 
 def stop_calling(name, reason):
-    """Replace the notebook's function `name` by one that raises TimeoutError(reason) at once."""
+    """Replace the notebook's function `name` by one that raises TimeoutError(reason) at once (the
+    function itself is kept in STOPPED, for a call that the grader revives)."""
     def stopped(*args, **kwargs):
         raise TimeoutError(reason)
     stopped.__name__ = stopped.__qualname__ = name
+    if name in NOTEBOOK:
+        STOPPED[name] = NOTEBOOK[name]
     NOTEBOOK[name] = stopped
     return stopped
+
+
+STOPPED = {}  # name -> the notebook's function that stop_calling replaced (its latest definition)
 
 
 def get_ipython():
@@ -427,7 +438,8 @@ def run_command(argv, stdin=None, merged=True):
     if answer.get("refused"):
         raise RuntimeError(answer["refused"])
     if answer.get("timed_out"):
-        raise CellTimeout(running_function(sys._getframe(1)), LIMIT[0])
+        outermost, innermost = running_functions(sys._getframe(1))
+        raise CellTimeout(outermost, LIMIT[0], innermost)
     return answer["stdout"], answer["stderr"], answer["status"]
 
 
@@ -498,10 +510,10 @@ def describe(error, inputs=True):
     except BaseException:  # a hostile __str__
         evalue = ""
     if isinstance(error, CellTimeout):
-        function, seconds = (list(error.args) + [None, 0.0])[:2]
+        function, seconds, innermost = (list(error.args) + [None, 0.0, None])[:3]
         what = function or "the cell"
         return {"ename": "CellTimeout", "evalue": f"{what} ran longer than its limit of {seconds:g} s",
-                "mro": ["CellTimeout"], "function": function}
+                "mro": ["CellTimeout"], "function": function, "within": innermost}
     if isinstance(error, OutputLimitExceeded):
         return {"ename": "OutputLimitExceeded", "evalue": "", "mro": ["OutputLimitExceeded"]}
     return {"ename": type(error).__name__, "evalue": evalue[:2000],
@@ -588,6 +600,9 @@ class StandIns:
         undos, originals, replaced = [], {}, {}
         for name in names:
             value = NOTEBOOK.get(name, MISSING)
+            kept = STOPPED.get(name)  # a function stopped for time: its aliases answer too
+            if kept is not None and kept is not value and kept is not function and trampoline.swappable(kept):
+                undos.append(trampoline.swap(kept, self.make(name)))
             if trampoline.swappable(value) and value is not function:  # never the called function
                 undos.append(trampoline.swap(value, self.make(name, trampoline.copy(value))))
             else:
@@ -727,6 +742,8 @@ def main(fd):
         if cell_id in stopping_cells:
             note_timeout(error, f"in {places.get(cell_id, 'a cell')}")
         for name, stand_in in stopped.items():  # a cell that defines it again does not revive it
+            if name in NOTEBOOK and NOTEBOOK[name] is not stand_in:
+                STOPPED[name] = NOTEBOOK[name]
             NOTEBOOK[name] = stand_in
         wire.send(writer, {"op": "cell", "id": cell_id, "stdout": out.text(), "stderr": err.text(),
                            "error": describe(error) if error is not None else None,
@@ -753,6 +770,9 @@ def main(fd):
             args, kwargs = wire.decode(request["arguments"], blobs)
             del message, blobs  # the arrays are decoded: their bytes would only take memory
             function = NOTEBOOK.get(request["name"])
+            revived = request.get("revive") and request["name"] in stopped and request["name"] in STOPPED
+            if revived:  # it ran out of time inside a function that stands in now: it runs again, once
+                function = NOTEBOOK[request["name"]] = STOPPED[request["name"]]
             names = [name for name in request.get("stand_ins") or () if isinstance(name, str)]
             stand_ins.answered = set()
             restore = stand_ins.swap(function, names) if names else None
@@ -763,6 +783,8 @@ def main(fd):
                 finally:
                     if restore:
                         restore()
+                    if revived:
+                        NOTEBOOK[request["name"]] = stopped[request["name"]]
             except BaseException as error:  # the student's function failed: report, go on
                 if isinstance(error, CellTimeout):  # blame the function the check called
                     error = CellTimeout(request["name"], request["timeout"])

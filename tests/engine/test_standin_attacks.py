@@ -33,7 +33,9 @@ notebook or beside the sample implementations, graded by the real `grade` comman
   elu_feature_map that gives zeros on the memory checks' inputs only (the reference's stands in), nor
   a chunked_linear_attention that calls it; a right multi_head_attention_backward built on a wrong
   scaled_dot_product_attention_backward, which its reference does not call, keeps its points (every
-  task before the checked one stands in).
+  task before the checked one stands in); a right attention keeps its points beside a softmax that
+  never returns on its scores, though its visible check ran out of time inside that softmax (a call
+  where the function it was running then stands in runs it again).
 """
 
 import json
@@ -195,6 +197,10 @@ STUDENTS = {  # student -> (assignment, notebook)
         **implementations("backpropagation").CORRECT,
         "scaled_dot_product_attention_backward": implementations("backpropagation").sdpa_backward_no_scale,
         "multi_head_attention_backward": attacks.mha_backward_via_sdpa_backward})),
+    # a right attention (by its global name, or an alias) beside a softmax that never returns on its scores
+    **{f"hanging-softmax-attention-{way}": ("scaled_dot_product", lambda way=way: _with_cell(submission(
+        "scaled_dot_product", {"softmax": attacks.softmax_that_hangs_on_batches}), "scaled_dot_product_attention",
+        WAYS[way])) for way in ("global-name", "alias")},
     **{f"softmax-wrong-attention-{way}": ("scaled_dot_product", lambda way=way: _with_cell(submission(
         "scaled_dot_product", {"softmax": implementations("scaled_dot_product").softmax_wrong_axis}),
         "scaled_dot_product_attention", WAYS[way]))
@@ -350,3 +356,13 @@ def test_a_right_function_built_on_an_earlier_task_its_reference_does_not_use_ke
     student = "mha-backward-via-wrong-sdpa-backward"
     assert _score(graded, student, "test_scaled_dot_product_attention_backward") == 0
     assert _score(graded, student, "test_multi_head_attention_backward") == 4
+
+
+@pytest.mark.parametrize("way", ["global-name", "alias"])
+def test_a_right_function_keeps_its_points_beside_a_neighbour_that_never_returns(graded, way):
+    """The attention's visible check runs out of time inside the student's softmax, and stops the
+    attention (the outermost function); its hidden checks, where the reference's softmax stands in,
+    run it again (it lost 6 points before, stopped for its neighbour's endless loop)."""
+    student = f"hanging-softmax-attention-{way}"
+    assert _score(graded, student, "test_softmax") == 0
+    assert _score(graded, student, "test_attention") == _score(graded, student, "test_attention_masks") == 3
