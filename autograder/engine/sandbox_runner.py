@@ -685,10 +685,11 @@ def main(fd):
     signal.signal(signal.SIGPROF, on_alarm)  # CPU time
     given = set(NOTEBOOK)
 
-    def with_limits(run, timeout):
-        """run() with the output captured and an alarm after `timeout` CPU seconds (or
-        wall_factor times as many seconds of the clock)."""
-        out, err = CappedOutput(budget, "stdout"), CappedOutput(budget, "stderr")
+    def with_limits(run, timeout, allowance=budget):
+        """run() with the output captured (at most `allowance`[0] characters, the notebook's by
+        default) and an alarm after `timeout` CPU seconds (or wall_factor times as many seconds of
+        the clock)."""
+        out, err = CappedOutput(allowance, "stdout"), CappedOutput(allowance, "stderr")
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = out, err
         LIMIT[0] = timeout
@@ -779,7 +780,10 @@ def main(fd):
             cpu = time.process_time()
             try:
                 try:
-                    value, _, _ = with_limits(lambda: function(*args, **kwargs), request["timeout"])
+                    # a call's output goes nowhere: it has an allowance of its own, which what a
+                    # neighbour printed in the cells or in its own calls has not used up
+                    value, _, _ = with_limits(lambda: function(*args, **kwargs), request["timeout"],
+                                              [limits["output_chars"]])
                 finally:
                     if restore:
                         restore()

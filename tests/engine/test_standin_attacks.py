@@ -35,7 +35,8 @@ notebook or beside the sample implementations, graded by the real `grade` comman
   scaled_dot_product_attention_backward, which its reference does not call, keeps its points (every
   task before the checked one stands in); a right attention keeps its points beside a softmax that
   never returns on its scores, though its visible check ran out of time inside that softmax (a call
-  where the function it was running then stands in runs it again).
+  where the function it was running then stands in runs it again); a right attention that prints
+  keeps its points beside a softmax whose prints used up the notebook's output allowance.
 """
 
 import json
@@ -67,6 +68,10 @@ WAYS = {  # the same right attention, calling softmax in several ways
     "helper-default": "def _normalise(scores, function=softmax):\n    return function(scores, axis=-1)\n\n"
                       + RIGHT_ATTENTION.replace("NORMALISE(scores)", "_normalise(scores)"),
 }
+
+
+PRINTING_ATTENTION = WAYS["global-name"].replace(
+    "    return weights @ V, weights", "    print('weights of shape', weights.shape)\n    return weights @ V, weights")
 
 
 OWN_SOFTMAX = """
@@ -201,6 +206,10 @@ STUDENTS = {  # student -> (assignment, notebook)
     **{f"hanging-softmax-attention-{way}": ("scaled_dot_product", lambda way=way: _with_cell(submission(
         "scaled_dot_product", {"softmax": attacks.softmax_that_hangs_on_batches}), "scaled_dot_product_attention",
         WAYS[way])) for way in ("global-name", "alias")},
+    # a right attention that prints a line, beside a right softmax that prints a long trace at every call
+    "printing-softmax-printing-attention": ("scaled_dot_product", lambda: _with_cell(submission(
+        "scaled_dot_product", {"softmax": attacks.softmax_that_prints_its_work}), "scaled_dot_product_attention",
+        PRINTING_ATTENTION)),
     **{f"softmax-wrong-attention-{way}": ("scaled_dot_product", lambda way=way: _with_cell(submission(
         "scaled_dot_product", {"softmax": implementations("scaled_dot_product").softmax_wrong_axis}),
         "scaled_dot_product_attention", WAYS[way]))
@@ -366,3 +375,13 @@ def test_a_right_function_keeps_its_points_beside_a_neighbour_that_never_returns
     student = f"hanging-softmax-attention-{way}"
     assert _score(graded, student, "test_softmax") == 0
     assert _score(graded, student, "test_attention") == _score(graded, student, "test_attention_masks") == 3
+
+
+def test_a_function_that_prints_keeps_its_points_beside_a_neighbour_that_printed_the_notebooks_allowance(graded):
+    """softmax prints a long trace at every call, which uses up the notebook's output allowance in its
+    hidden checks; the right attention, which prints one line, keeps its points: a check's call has an
+    allowance of its own (its output goes nowhere). Before, it lost its 6 points ("it printed more than
+    the notebook's output limit"), and the right softmax its 2."""
+    student = "printing-softmax-printing-attention"
+    assert [_score(graded, student, check) for check in ("test_softmax", "test_attention", "test_attention_masks")] \
+        == [2, 3, 3]
