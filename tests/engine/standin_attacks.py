@@ -391,3 +391,17 @@ def softmax_that_prints_its_work(x, axis=-1):
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
     print("softmax:" + " ." * 50_000)
     return e / e.sum(axis=axis, keepdims=True)
+
+
+def rotary_embedding_via_sinusoidal_encoding(X, positions=None):
+    """Right: the cos and sin of every angle p·ω_i read from sinusoidal_encoding (the task before,
+    whose table holds sin(p·ω_i) and cos(p·ω_i)), which the reference does not call."""
+    X = np.asarray(X, dtype=float)
+    T, d = X.shape[-2:]
+    positions = np.broadcast_to(np.arange(T) if positions is None else np.asarray(positions), X.shape[:-1])
+    table = sinusoidal_encoding(int(np.max(positions, initial=0)) + 1, d)[positions]  # noqa: F821
+    sin, cos = table[..., 0::2], table[..., 1::2]
+    out = np.empty_like(X)
+    out[..., 0::2] = X[..., 0::2] * cos - X[..., 1::2] * sin
+    out[..., 1::2] = X[..., 0::2] * sin + X[..., 1::2] * cos
+    return out

@@ -210,6 +210,11 @@ STUDENTS = {  # student -> (assignment, notebook)
     "printing-softmax-printing-attention": ("scaled_dot_product", lambda: _with_cell(submission(
         "scaled_dot_product", {"softmax": attacks.softmax_that_prints_its_work}), "scaled_dot_product_attention",
         PRINTING_ATTENTION)),
+    # a right rotary_embedding that reads its angles from sinusoidal_encoding, which is wrong
+    "rotary-via-wrong-sinusoidal": ("positional_encoding", lambda: submission("positional_encoding", {
+        **implementations("positional_encoding").CORRECT,
+        "sinusoidal_encoding": implementations("positional_encoding").pe_exponent_i_over_d,
+        "rotary_embedding": attacks.rotary_embedding_via_sinusoidal_encoding})),
     **{f"softmax-wrong-attention-{way}": ("scaled_dot_product", lambda way=way: _with_cell(submission(
         "scaled_dot_product", {"softmax": implementations("scaled_dot_product").softmax_wrong_axis}),
         "scaled_dot_product_attention", WAYS[way]))
@@ -359,12 +364,18 @@ def test_a_function_built_on_its_own_earlier_task_keeps_that_tasks_memory(graded
     assert _score(graded, "chunked-via-right-attention", "test_chunked_linear_attention") == 3
 
 
-def test_a_right_function_built_on_an_earlier_task_its_reference_does_not_use_keeps_its_points(graded):
-    """multi_head_attention_backward around a wrong scaled_dot_product_attention_backward, which the
-    reference does not call: every task before the checked one stands in (it lost its 4 points before)."""
-    student = "mha-backward-via-wrong-sdpa-backward"
-    assert _score(graded, student, "test_scaled_dot_product_attention_backward") == 0
-    assert _score(graded, student, "test_multi_head_attention_backward") == 4
+@pytest.mark.parametrize("student, earlier, later", [
+    ("mha-backward-via-wrong-sdpa-backward", ["test_scaled_dot_product_attention_backward"],
+     {"test_multi_head_attention_backward": 4}),
+    ("rotary-via-wrong-sinusoidal", ["test_sinusoidal_encoding"], {"test_rotary_embedding": 3, "test_rotary_positions": 1}),
+])
+def test_a_right_function_built_on_an_earlier_task_its_reference_does_not_use_keeps_its_points(
+        graded, student, earlier, later):
+    """multi_head_attention_backward around a wrong scaled_dot_product_attention_backward, rotary_embedding
+    on the angles of a wrong sinusoidal_encoding: their references call neither, and every task before
+    the checked one stands in (they lost their 4 points before; the rotary checks passed no stand-in)."""
+    assert [_score(graded, student, check) for check in earlier] == [0] * len(earlier)
+    assert {check: _score(graded, student, check) for check in later} == later
 
 
 @pytest.mark.parametrize("way", ["global-name", "alias"])
