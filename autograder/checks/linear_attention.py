@@ -362,7 +362,8 @@ def _check_linear_memory(function, **kwargs):
         description = (f"T={T}, d_k=d_v={d}" + "".join(f", {key}={value}" for key, value in kwargs.items())
                        + " (a memory case)")
         try:
-            result = call_in_memory(function, Q, K, V, on=description, limit_bytes=limit, stand_ins=FEATURE_MAP, **kwargs)
+            result = call_in_memory(function, Q, K, V, on=description, limit_bytes=limit, stand_ins=FEATURE_MAP,
+                                    **kwargs)
         except OutOfMemory as failure:
             raise CheckFailed(
                 f"{name} did not run within {limit / 2 ** 20:.0f} MiB on {description}: more memory at "

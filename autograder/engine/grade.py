@@ -338,7 +338,8 @@ def _restart(sandbox):
     fresh = Sandbox(sandbox.cells, sandbox.limits, sandbox.uid, timeouts=sandbox.timeouts, files=sandbox.files,
                     hidden=sandbox.hidden)
     fresh.events, fresh.deadline = sandbox.events, sandbox.deadline  # no new time
-    fresh.stopped, fresh.stopped_within = sandbox.stopped, sandbox.stopped_within  # nor new calls of what ran out of time
+    fresh.stopped = sandbox.stopped  # nor new calls of what ran out of time
+    fresh.stopped_within = sandbox.stopped_within
     fresh.places, fresh.own_cells = sandbox.places, sandbox.own_cells
     try:
         fresh.run()

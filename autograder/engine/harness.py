@@ -5,8 +5,7 @@ its input), the check ends in one `CheckFailed` sentence, never in a traceback
 that would show hidden test code in the feedback.
 
 Feedback never guesses: every value a check judges goes through ``compare``,
-the one loop "compare with the reference, try the student's variant, then the
-known mistakes". A known mistake is a pair (what the reference gives with that
+the one loop "compare with the reference, then the known mistakes". A known mistake is a pair (what the reference gives with that
 one step changed, what is wrong); it is named only when it alone reproduces the
 student's value; otherwise the message shows the expected and the actual values
 and a hint that says what is right, never why it is wrong. Properties (shapes,
@@ -426,42 +425,20 @@ def quietly(compute):
             return None
 
 
-def compare(actual, expected, name, mistakes=(), variant=None, hint=""):
-    """The loop of every hidden check: compare with the reference, try the student's variant,
-    then the known mistakes.
+def compare(actual, expected, name, mistakes=(), hint=""):
+    """The loop of every hidden check: compare with the reference, then try the known mistakes.
 
-    ``actual`` is right when it equals ``expected`` (the reference's value). Otherwise it
-    still passes when it equals ``variant()``, the reference computed with the student's
-    own earlier functions (those lose their points in their own checks). Otherwise the
-    check fails: with the mistake of ``mistakes`` (pairs (what that mistake alone gives,
-    what is wrong), or a function returning them) whose value ``actual`` equals, when
-    exactly one does; else with the expected values and ``actual``, and ``hint`` (a string,
-    or a function returning one), which says what is right and names no cause.
-    Returns True when ``actual`` equals ``expected``, False when only the variant.
+    ``actual`` is right when it equals ``expected`` (the reference's value, the student's other
+    graded functions standing in: `call`). Otherwise the check fails: with the mistake of
+    ``mistakes`` (pairs (what that mistake alone gives, what is wrong), or a function returning
+    them) whose value ``actual`` equals, when exactly one does; else with the expected values and
+    ``actual``, and ``hint`` (a string, or a function returning one), which says what is right and
+    names no cause.
     """
     if close(actual, expected):
-        return True
-    if is_variant(actual, variant, expected):
-        return False
+        return
     check_close(actual, expected, name, hint() if callable(hint) else hint,
                 mistakes() if callable(mistakes) else mistakes)
-    return True  # equal after all (booleans compared exactly)
-
-
-def is_variant(actual, variant, expected=None):
-    """Whether ``actual`` equals ``variant()``, what the reference gives with the student's own
-    earlier functions, and that variant is finite wherever ``expected`` (the reference's value)
-    is: NaN never equals NaN, so a NaN answer is no variant of anything. False when ``variant``
-    is None or fails."""
-    own = None if variant is None else quietly(variant)
-    if own is None:
-        return False
-    try:
-        own = np.asarray(own, dtype=float)
-        finite = np.isfinite(own) if expected is None else np.isfinite(own)[np.isfinite(expected)]
-    except (TypeError, ValueError, IndexError):  # not numbers, or not of the expected shape
-        return False
-    return bool(np.all(finite)) and close(actual, own)
 
 
 def diagnose(actual, mistakes, where):
@@ -488,28 +465,3 @@ def check_weights(weights, allowed, name, keys="keys", row="a query", axis=-1):
     check(np.allclose(weights[~allowed], 0.0),
           f"{name}: masked {keys} must get weight 0, but some get up to "
           f"{np.max(np.abs(weights[~allowed]), initial=0):.3g}.")
-
-
-def students_own(function, name):
-    """The student's function ``name`` defined beside ``function`` (in the notebook), or None."""
-    earlier = getattr(function, "__globals__", {}).get(name)
-    return earlier if callable(earlier) and earlier is not function else None
-
-
-def broken_earlier(function, names, works):
-    """The first of ``names`` whose student's version, beside ``function``, is wrong, or None.
-
-    ``works(name, student_function)`` is the chapter's probe of an earlier task.
-    """
-    for name in names:
-        earlier = students_own(function, name)
-        if earlier is not None and not works(name, earlier):
-            return name
-    return None
-
-
-def blame(function, names, works):
-    """" (your x is wrong ... fix x first)" naming a broken earlier task, or ""."""
-    name = broken_earlier(function, names, works)
-    own = getattr(function, "__name__", "your function")
-    return "" if name is None else f" (your {name} is wrong and {own} may be using it: fix {name} first)"

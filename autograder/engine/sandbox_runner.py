@@ -20,7 +20,7 @@ to the grader over the socket FD with `wire` messages:
              "seconds": s, "cpu_seconds": s}  (one per cell)
   runner -> {"op": "ran", "functions": [names of the callables the notebook defined],
              "started": t, "imported": t}  (time.monotonic() when it started and had imported)
-  grader -> {"op": "call", "name": n, "timeout": s, "stand_ins": [names],
+  grader -> {"op": "call", "name": n, "timeout": s, "stand_ins": [names], "revive": bool,
              "arguments": [args, kwargs]} (wire value)
   while it runs, for each call of a stand-in (below):
     runner -> {"op": "stand-in", "name": e, "arguments": [args, kwargs]}
@@ -30,7 +30,7 @@ to the grader over the socket FD with `wire` messages:
             or {"op": "raised", "error": {...}, "cpu_seconds": s}
 
 Stand-ins: while the called function runs, the notebook's function of each
-name of "stand_ins" (the graded functions its reference reaches) answers as a
+name of "stand_ins" (the graded functions before it, and those its reference reaches) answers as a
 stand-in that sends its arguments to the grader and returns the grader's
 answer: the reference's value, computed there (the reference never enters
 this process). A plain function answers by identity (`trampoline`: every
@@ -59,7 +59,14 @@ called); after a call, or a cell of "stopping_cells" (the course's cells, not
 the student's own), that function is then replaced, in the notebook's namespace, by one
 that raises TimeoutError at once, so that later cells do not wait for it
 again (functions that call it by name fail at once too). The grader passes
-the functions stopped so far ("stopped") to a restarted runner.
+the functions stopped so far ("stopped") to a restarted runner. The error
+also names the innermost function of the notebook that was running
+("within"): when that one stands in for a call of the stopped function, the
+grader asks to run the stopped function once more ("revive": the function
+kept in STOPPED runs, and its aliases answer as the stand-in), so that a
+neighbour that never returns costs it nothing. A call's output has an
+allowance of its own (it goes nowhere), so that what the notebook printed
+before does not fail it.
 
 Cells run as IPython runs them (each statement in turn, the value of a
 last expression displayed, every exception caught and reported), but

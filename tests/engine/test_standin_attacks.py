@@ -367,7 +367,8 @@ def test_a_function_built_on_its_own_earlier_task_keeps_that_tasks_memory(graded
 @pytest.mark.parametrize("student, earlier, later", [
     ("mha-backward-via-wrong-sdpa-backward", ["test_scaled_dot_product_attention_backward"],
      {"test_multi_head_attention_backward": 4}),
-    ("rotary-via-wrong-sinusoidal", ["test_sinusoidal_encoding"], {"test_rotary_embedding": 3, "test_rotary_positions": 1}),
+    ("rotary-via-wrong-sinusoidal", ["test_sinusoidal_encoding"],
+     {"test_rotary_embedding": 3, "test_rotary_positions": 1}),
 ])
 def test_a_right_function_built_on_an_earlier_task_its_reference_does_not_use_keeps_its_points(
         graded, student, earlier, later):
