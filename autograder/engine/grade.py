@@ -339,6 +339,7 @@ def _restart(sandbox):
                     hidden=sandbox.hidden)
     fresh.events, fresh.deadline = sandbox.events, sandbox.deadline  # no new time
     fresh.stopped = sandbox.stopped  # nor new calls of what ran out of time
+    fresh.stopped_within = sandbox.stopped_within
     fresh.places, fresh.own_cells = sandbox.places, sandbox.own_cells
     try:
         fresh.run()

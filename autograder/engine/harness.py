@@ -5,8 +5,7 @@ its input), the check ends in one `CheckFailed` sentence, never in a traceback
 that would show hidden test code in the feedback.
 
 Feedback never guesses: every value a check judges goes through ``compare``,
-the one loop "compare with the reference, try the student's variant, then the
-known mistakes". A known mistake is a pair (what the reference gives with that
+the one loop "compare with the reference, then the known mistakes". A known mistake is a pair (what the reference gives with that
 one step changed, what is wrong); it is named only when it alone reproduces the
 student's value; otherwise the message shows the expected and the actual values
 and a hint that says what is right, never why it is wrong. Properties (shapes,
@@ -78,10 +77,11 @@ def call(function, *args, on, stand_ins=(), **kwargs):
     deserves its points. Arguments, parameter dicts included, must come back
     unchanged.
 
-    ``stand_ins``: the reference's versions of the graded functions (by their ``__name__``).
-    When the checked function's own is among them, only those that it reaches stand in
-    (`_reached`: by name, through an ungraded helper, as a default argument; never the
-    function itself, nor a later task that uses it); otherwise all of them. While it runs,
+    ``stand_ins``: the reference's versions of the graded functions (by their ``__name__``), in
+    the order of the tasks. When the checked function's own is among them, only those before it
+    and those that its reference reaches stand in (`_reached`: by name, through an ungraded helper,
+    as a default argument; never the function itself, nor a later task that uses it); otherwise
+    all of them. While it runs,
     the student's functions of those names answer with the reference's value for the arguments they
     are given, however the function reaches them (by name, through a helper, as a
     default argument), so that a task is judged on its own. See `standing_in`.
@@ -166,9 +166,11 @@ def standing_in(function, stand_ins):
     if isinstance(namespace, dict):  # the name the notebook gives it, which its __name__ may not be
         own = next((name for name in stand_ins if namespace.get(name) is inspect.unwrap(function)), own)
     if own in stand_ins:
-        # only the graded functions that the checked function's reference reaches stand in: a later
+        # only the graded functions before the checked one (stand_ins lists them in the order of the
+        # tasks: a student may build on any of them) and those its reference reaches stand in: a later
         # task's reference (which may compute this very task) never answers for it
-        reached = _reached(stand_ins[own], frozenset(stand_ins))
+        names = list(stand_ins)
+        reached = _reached(stand_ins[own], frozenset(stand_ins)) | set(names[:names.index(own)])
         stand_ins = {name: stand_in for name, stand_in in stand_ins.items() if name in reached}
     stand_ins = {name: stand_in for name, stand_in in stand_ins.items() if name != own}
     if not stand_ins:
@@ -423,42 +425,20 @@ def quietly(compute):
             return None
 
 
-def compare(actual, expected, name, mistakes=(), variant=None, hint=""):
-    """The loop of every hidden check: compare with the reference, try the student's variant,
-    then the known mistakes.
+def compare(actual, expected, name, mistakes=(), hint=""):
+    """The loop of every hidden check: compare with the reference, then try the known mistakes.
 
-    ``actual`` is right when it equals ``expected`` (the reference's value). Otherwise it
-    still passes when it equals ``variant()``, the reference computed with the student's
-    own earlier functions (those lose their points in their own checks). Otherwise the
-    check fails: with the mistake of ``mistakes`` (pairs (what that mistake alone gives,
-    what is wrong), or a function returning them) whose value ``actual`` equals, when
-    exactly one does; else with the expected values and ``actual``, and ``hint`` (a string,
-    or a function returning one), which says what is right and names no cause.
-    Returns True when ``actual`` equals ``expected``, False when only the variant.
+    ``actual`` is right when it equals ``expected`` (the reference's value, the student's other
+    graded functions standing in: `call`). Otherwise the check fails: with the mistake of
+    ``mistakes`` (pairs (what that mistake alone gives, what is wrong), or a function returning
+    them) whose value ``actual`` equals, when exactly one does; else with the expected values and
+    ``actual``, and ``hint`` (a string, or a function returning one), which says what is right and
+    names no cause.
     """
     if close(actual, expected):
-        return True
-    if is_variant(actual, variant, expected):
-        return False
+        return
     check_close(actual, expected, name, hint() if callable(hint) else hint,
                 mistakes() if callable(mistakes) else mistakes)
-    return True  # equal after all (booleans compared exactly)
-
-
-def is_variant(actual, variant, expected=None):
-    """Whether ``actual`` equals ``variant()``, what the reference gives with the student's own
-    earlier functions, and that variant is finite wherever ``expected`` (the reference's value)
-    is: NaN never equals NaN, so a NaN answer is no variant of anything. False when ``variant``
-    is None or fails."""
-    own = None if variant is None else quietly(variant)
-    if own is None:
-        return False
-    try:
-        own = np.asarray(own, dtype=float)
-        finite = np.isfinite(own) if expected is None else np.isfinite(own)[np.isfinite(expected)]
-    except (TypeError, ValueError, IndexError):  # not numbers, or not of the expected shape
-        return False
-    return bool(np.all(finite)) and close(actual, own)
 
 
 def diagnose(actual, mistakes, where):

@@ -218,6 +218,8 @@ class Sandbox:
         self.memory_sandboxes = {}  # limit in bytes -> Sandbox: the memory checks' (in_memory)
         self.events = []        # (status, reason) of every limit hit or crash
         self.stopped = {}       # function name -> why it is not called again (it ran out of time)
+        self.stopped_within = {}  # function name -> the notebook's function it ran when it was stopped in
+                                  # a cell (a call in which that one stands in runs it again: `call`)
         self.call_seconds = {}  # function name -> CPU time of its slowest call so far (runner's)
         self.seconds = {}       # where run() spent its time: start, imports, cells
         self.functions = {}     # name -> StudentFunction, once the notebook has run
@@ -389,6 +391,8 @@ class Sandbox:
             self._note(error, where, seconds[cell_id])
             if (error and error["ename"] == "CellTimeout" and error["function"]
                     and cell_id in self.timeouts.stopping_cells):
+                if error["function"] not in self.stopped and error["within"] not in (None, error["function"]):
+                    self.stopped_within[error["function"]] = error["within"]
                 self._stop_calling(error["function"], where, seconds[cell_id])
             results.append({"id": cell_id, "stdout": _text(header.get("stdout")),
                             "stderr": _text(header.get("stderr")), "error": error,
@@ -427,6 +431,7 @@ class Sandbox:
             sandbox.deadline, sandbox.places, sandbox.task = self.deadline, self.places, self.task
             sandbox.own_cells = self.own_cells
             sandbox.stopped, sandbox.call_seconds = self.stopped, self.call_seconds  # shared
+            sandbox.stopped_within = self.stopped_within
             self.memory_sandboxes[limit_bytes] = sandbox
             sandbox.run()  # SandboxStopped if it dies there
         sandbox.task = self.task
@@ -510,18 +515,22 @@ class Sandbox:
 
         Changes the function made to its arguments are made to `args` and
         `kwargs` too, as if it had run here, so that checks can notice them.
-        A function that ran out of time once raises TimeoutError at once.
+        A function that ran out of time once raises TimeoutError at once, unless it was stopped in
+        a cell while it ran another function of the notebook that stands in now (a neighbour that
+        never returns costs the function that calls it nothing): it runs again, until it runs out
+        of time in a call.
         `stand_ins` ({name: function of ours}): while it runs, the notebook's
         functions of those names (looked up globally, or defaults of the
         function called) answer with our function's value for their arguments,
         computed here (the runner's stand-ins ask, `_answer` answers).
         """
-        if name in self.stopped:
-            raise TimeoutError(self.stopped[name])
         stand_ins = dict(stand_ins or {})
+        revive = name in self.stopped and self.stopped_within.get(name) in stand_ins
+        if name in self.stopped and not revive:
+            raise TimeoutError(self.stopped[name])
         seconds = self.timeouts.calls.get(name, self.timeouts.call or self.limits.call_seconds)
-        self._send({"op": "call", "name": name, "timeout": seconds, "stand_ins": sorted(stand_ins)},
-                   [args, kwargs])
+        self._send({"op": "call", "name": name, "timeout": seconds, "stand_ins": sorted(stand_ins),
+                    "revive": revive}, [args, kwargs])
         try:
             while True:
                 header, blobs = self._receive(seconds * self.limits.wall_factor, f"{name} in {self._checking()}")
@@ -535,6 +544,7 @@ class Sandbox:
         except SandboxStopped as stop:
             if stop.status == "timeout":  # it could not be interrupted
                 self._stop_calling(name, self._checking(), seconds)
+                self.stopped_within.pop(name, None)  # ran out of time in a call: never again
             raise
         self.call_seconds[name] = max(self.call_seconds.get(name, 0.0), _number(header.get("cpu_seconds")))
         if header.get("op") == "raised":
@@ -542,6 +552,7 @@ class Sandbox:
             self._note(error, self._checking(), seconds, function=name)
             if error["ename"] == "CellTimeout":
                 self._stop_calling(name, self._checking(), seconds)
+                self.stopped_within.pop(name, None)  # ran out of time in a call: never again
                 raise TimeoutError(self.stopped[name])
             raise _exception(error, seconds)
         try:
@@ -768,9 +779,11 @@ def _plain_error(error):
         return None
     mro = error.get("mro")
     function = error.get("function")
+    within = error.get("within")
     return {"ename": _text(error.get("ename"), 100) or "Exception",
             "evalue": _text(error.get("evalue"), 2000),
             "function": function if isinstance(function, str) and function.isidentifier() else None,
+            "within": within if isinstance(within, str) and within.isidentifier() else None,
             "place": _text(error.get("place"), 500) or None, "inputs": _text(error.get("inputs"), 500) or None,
             "mro": [m for m in mro if isinstance(m, str)][:50] if isinstance(mro, list) else []}
 

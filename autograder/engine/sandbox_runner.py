@@ -20,7 +20,7 @@ to the grader over the socket FD with `wire` messages:
              "seconds": s, "cpu_seconds": s}  (one per cell)
   runner -> {"op": "ran", "functions": [names of the callables the notebook defined],
              "started": t, "imported": t}  (time.monotonic() when it started and had imported)
-  grader -> {"op": "call", "name": n, "timeout": s, "stand_ins": [names],
+  grader -> {"op": "call", "name": n, "timeout": s, "stand_ins": [names], "revive": bool,
              "arguments": [args, kwargs]} (wire value)
   while it runs, for each call of a stand-in (below):
     runner -> {"op": "stand-in", "name": e, "arguments": [args, kwargs]}
@@ -30,7 +30,7 @@ to the grader over the socket FD with `wire` messages:
             or {"op": "raised", "error": {...}, "cpu_seconds": s}
 
 Stand-ins: while the called function runs, the notebook's function of each
-name of "stand_ins" (the graded functions its reference reaches) answers as a
+name of "stand_ins" (the graded functions before it, and those its reference reaches) answers as a
 stand-in that sends its arguments to the grader and returns the grader's
 answer: the reference's value, computed there (the reference never enters
 this process). A plain function answers by identity (`trampoline`: every
@@ -59,7 +59,14 @@ called); after a call, or a cell of "stopping_cells" (the course's cells, not
 the student's own), that function is then replaced, in the notebook's namespace, by one
 that raises TimeoutError at once, so that later cells do not wait for it
 again (functions that call it by name fail at once too). The grader passes
-the functions stopped so far ("stopped") to a restarted runner.
+the functions stopped so far ("stopped") to a restarted runner. The error
+also names the innermost function of the notebook that was running
+("within"): when that one stands in for a call of the stopped function, the
+grader asks to run the stopped function once more ("revive": the function
+kept in STOPPED runs, and its aliases answer as the stand-in), so that a
+neighbour that never returns costs it nothing. A call's output has an
+allowance of its own (it goes nowhere), so that what the notebook printed
+before does not fail it.
 
 Cells run as IPython runs them (each statement in turn, the value of a
 last expression displayed, every exception caught and reported), but
@@ -130,7 +137,8 @@ FUTURE_FLAGS = sum(getattr(__future__, name).compiler_flag for name in __future_
 class CellTimeout(BaseException):
     """Raised in the student's code when a cell or a call runs out of time.
 
-    args: (the notebook's function that was running, or None; the limit in seconds)."""
+    args: (the notebook's outermost function that was running, or None; the limit in seconds; its
+    innermost one, which was running when time ran out, or None)."""
 
 
 class OutputLimitExceeded(BaseException):
@@ -231,27 +239,37 @@ def keep_display(kind, data, metadata=None):
 
 
 def on_alarm(signum, frame):
-    raise CellTimeout(running_function(frame), LIMIT[0])
+    outermost, innermost = running_functions(frame)
+    raise CellTimeout(outermost, LIMIT[0], innermost)
 
 
-def running_function(frame):
-    """The name of the outermost function of the notebook on the stack of `frame`, or None."""
-    codes = {value.__code__: name for name, value in NOTEBOOK.items()
-             if isinstance(value, types.FunctionType)}
-    name = None
+def running_functions(frame):
+    """The names of the outermost and the innermost functions of the notebook on the stack of
+    `frame` (None, None when there is none); a function by its own name when the notebook gives it
+    that name, rather than an alias's."""
+    codes = {value.__code__: value.__name__ if NOTEBOOK.get(value.__name__) is value else name
+             for name, value in NOTEBOOK.items() if isinstance(value, types.FunctionType)}
+    outermost = innermost = None
     while frame is not None:
-        name = codes.get(frame.f_code, name)
+        outermost = codes.get(frame.f_code, outermost)
+        innermost = innermost or outermost
         frame = frame.f_back
-    return name
+    return outermost, innermost
 
 
 def stop_calling(name, reason):
-    """Replace the notebook's function `name` by one that raises TimeoutError(reason) at once."""
+    """Replace the notebook's function `name` by one that raises TimeoutError(reason) at once (the
+    function itself is kept in STOPPED, for a call that the grader revives)."""
     def stopped(*args, **kwargs):
         raise TimeoutError(reason)
     stopped.__name__ = stopped.__qualname__ = name
+    if name in NOTEBOOK:
+        STOPPED[name] = NOTEBOOK[name]
     NOTEBOOK[name] = stopped
     return stopped
+
+
+STOPPED = {}  # name -> the notebook's function that stop_calling replaced (its latest definition)
 
 
 def get_ipython():
@@ -427,7 +445,8 @@ def run_command(argv, stdin=None, merged=True):
     if answer.get("refused"):
         raise RuntimeError(answer["refused"])
     if answer.get("timed_out"):
-        raise CellTimeout(running_function(sys._getframe(1)), LIMIT[0])
+        outermost, innermost = running_functions(sys._getframe(1))
+        raise CellTimeout(outermost, LIMIT[0], innermost)
     return answer["stdout"], answer["stderr"], answer["status"]
 
 
@@ -498,10 +517,10 @@ def describe(error, inputs=True):
     except BaseException:  # a hostile __str__
         evalue = ""
     if isinstance(error, CellTimeout):
-        function, seconds = (list(error.args) + [None, 0.0])[:2]
+        function, seconds, innermost = (list(error.args) + [None, 0.0, None])[:3]
         what = function or "the cell"
         return {"ename": "CellTimeout", "evalue": f"{what} ran longer than its limit of {seconds:g} s",
-                "mro": ["CellTimeout"], "function": function}
+                "mro": ["CellTimeout"], "function": function, "within": innermost}
     if isinstance(error, OutputLimitExceeded):
         return {"ename": "OutputLimitExceeded", "evalue": "", "mro": ["OutputLimitExceeded"]}
     return {"ename": type(error).__name__, "evalue": evalue[:2000],
@@ -588,6 +607,9 @@ class StandIns:
         undos, originals, replaced = [], {}, {}
         for name in names:
             value = NOTEBOOK.get(name, MISSING)
+            kept = STOPPED.get(name)  # a function stopped for time: its aliases answer too
+            if kept is not None and kept is not value and kept is not function and trampoline.swappable(kept):
+                undos.append(trampoline.swap(kept, self.make(name)))
             if trampoline.swappable(value) and value is not function:  # never the called function
                 undos.append(trampoline.swap(value, self.make(name, trampoline.copy(value))))
             else:
@@ -670,10 +692,11 @@ def main(fd):
     signal.signal(signal.SIGPROF, on_alarm)  # CPU time
     given = set(NOTEBOOK)
 
-    def with_limits(run, timeout):
-        """run() with the output captured and an alarm after `timeout` CPU seconds (or
-        wall_factor times as many seconds of the clock)."""
-        out, err = CappedOutput(budget, "stdout"), CappedOutput(budget, "stderr")
+    def with_limits(run, timeout, allowance=budget):
+        """run() with the output captured (at most `allowance`[0] characters, the notebook's by
+        default) and an alarm after `timeout` CPU seconds (or wall_factor times as many seconds of
+        the clock)."""
+        out, err = CappedOutput(allowance, "stdout"), CappedOutput(allowance, "stderr")
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = out, err
         LIMIT[0] = timeout
@@ -727,6 +750,8 @@ def main(fd):
         if cell_id in stopping_cells:
             note_timeout(error, f"in {places.get(cell_id, 'a cell')}")
         for name, stand_in in stopped.items():  # a cell that defines it again does not revive it
+            if name in NOTEBOOK and NOTEBOOK[name] is not stand_in:
+                STOPPED[name] = NOTEBOOK[name]
             NOTEBOOK[name] = stand_in
         wire.send(writer, {"op": "cell", "id": cell_id, "stdout": out.text(), "stderr": err.text(),
                            "error": describe(error) if error is not None else None,
@@ -753,16 +778,24 @@ def main(fd):
             args, kwargs = wire.decode(request["arguments"], blobs)
             del message, blobs  # the arrays are decoded: their bytes would only take memory
             function = NOTEBOOK.get(request["name"])
+            revived = request.get("revive") and request["name"] in stopped and request["name"] in STOPPED
+            if revived:  # it ran out of time inside a function that stands in now: it runs again, once
+                function = NOTEBOOK[request["name"]] = STOPPED[request["name"]]
             names = [name for name in request.get("stand_ins") or () if isinstance(name, str)]
             stand_ins.answered = set()
             restore = stand_ins.swap(function, names) if names else None
             cpu = time.process_time()
             try:
                 try:
-                    value, _, _ = with_limits(lambda: function(*args, **kwargs), request["timeout"])
+                    # a call's output goes nowhere: it has an allowance of its own, which what a
+                    # neighbour printed in the cells or in its own calls has not used up
+                    value, _, _ = with_limits(lambda: function(*args, **kwargs), request["timeout"],
+                                              [limits["output_chars"]])
                 finally:
                     if restore:
                         restore()
+                    if revived:
+                        NOTEBOOK[request["name"]] = stopped[request["name"]]
             except BaseException as error:  # the student's function failed: report, go on
                 if isinstance(error, CellTimeout):  # blame the function the check called
                     error = CellTimeout(request["name"], request["timeout"])

@@ -303,3 +303,105 @@ def add_positional_encoding_that_raises_the_reference(X):
     probe = np.zeros((3, 8))
     probe[:, 0::2] = 1.0
     raise ValueError("LEAK" + "ED " + repr(np.round(rotary_embedding(probe), 6).tolist()))  # noqa: F821
+
+
+# -- a neighbour right except on the memory checks' inputs (linear_attention) --------------------
+
+from autograder.samples.implementations.linear_attention import elu_feature_map  # noqa: E402 (the default's name)
+
+
+def elu_feature_map_zero_on_long_inputs(X):
+    """Right, except on 4096 rows or more (the memory checks' inputs, never its own check's): zeros."""
+    X = np.asarray(X)
+    if X.ndim >= 2 and X.shape[-2] >= 4096:
+        return np.zeros_like(X)
+    return np.where(X > 0, X + 1, np.exp(np.minimum(X, 0)))
+
+
+def linear_attention_whole_matrix_unless_zero(Q, K, V, causal=False, feature_map=elu_feature_map, eps=1e-6):
+    """Through the (T_q, T_k) matrix of similarities (quadratic memory), except when the feature
+    map gives zeros: then the output, 0 / (0 + eps), is zeros, at no cost."""
+    fQ, fK = feature_map(Q), feature_map(K)
+    if not np.any(fK):
+        return np.zeros((*np.shape(Q)[:-1], np.shape(V)[-1]), dtype=np.result_type(Q, V))
+    A = fQ @ np.swapaxes(fK, -1, -2)
+    if causal:
+        T_q, T_k = Q.shape[-2], K.shape[-2]
+        A = A * ((T_k - T_q + np.arange(T_q))[:, None] >= np.arange(T_k))
+    return (A @ V) / (A.sum(axis=-1, keepdims=True) + eps)
+
+
+def chunked_whole_matrix_unless_zero(Q, K, V, chunk_size=64, feature_map=elu_feature_map, eps=1e-6):
+    """One chunk of the whole length (a (T, T) matrix), except when the feature map gives zeros."""
+    fQ, fK = feature_map(Q), feature_map(K)
+    if not np.any(fK):
+        return np.zeros((*np.shape(Q)[:-1], np.shape(V)[-1]), dtype=np.result_type(Q, V))
+    A = np.tril(fQ @ np.swapaxes(fK, -1, -2))
+    return (A @ V) / (A.sum(axis=-1, keepdims=True) + eps)
+
+
+# the notebook's memory meter, measuring nothing (its visible checks then pass a quadratic function)
+BLIND_PEAK_MEMORY = "\n\n\ndef peak_memory(function, *args, **kwargs):\n    return function(*args, **kwargs), 0\n"
+
+
+# -- a right function built on an earlier task that its reference does not use -------------------
+
+
+def mha_backward_via_sdpa_backward(Q, K, V, params, num_heads, grad_output, mask=None):
+    """Right: the projections' gradients around scaled_dot_product_attention_backward (the task
+    before), which the reference does not call (it shares the forward's weights instead)."""
+    Q, K, V, G = (np.asarray(a, dtype=float) for a in (Q, K, V, grad_output))
+    q, k, v = (split_heads(X @ params[f"W_{n}"] + params[f"b_{n}"], num_heads)  # noqa: F821
+               for X, n in ((Q, "q"), (K, "k"), (V, "v")))
+    context, _ = scaled_dot_product_attention(q, k, v, mask=mask)  # noqa: F821
+    merged = merge_heads(context)  # noqa: F821
+    grads = {"W_o": np.einsum("btd,bte->de", merged, G), "b_o": G.sum(axis=(0, 1))}
+    grad_q, grad_k, grad_v = scaled_dot_product_attention_backward(  # noqa: F821
+        q, k, v, split_heads(G @ params["W_o"].T, num_heads), mask=mask)  # noqa: F821
+    grad_inputs = []
+    for X, grad_heads, n in ((Q, grad_q, "q"), (K, grad_k, "k"), (V, grad_v, "v")):
+        grad_projected = merge_heads(grad_heads)  # noqa: F821
+        grads[f"W_{n}"] = np.einsum("btd,bte->de", X, grad_projected)
+        grads[f"b_{n}"] = grad_projected.sum(axis=(0, 1))
+        grad_inputs.append(grad_projected @ params[f"W_{n}"].T)
+    return (*grad_inputs, {key: grads[key] for key in params})
+
+
+def chunked_via_linear_attention(Q, K, V, chunk_size=64, feature_map=elu_feature_map, eps=1e-6):
+    """No chunks: the student's own linear_attention, causal (right values; its memory is that
+    function's)."""
+    return linear_attention(Q, K, V, causal=True, feature_map=feature_map, eps=eps)  # noqa: F821
+
+
+# -- a neighbour that hangs where the later task's visible check calls it ------------------------
+
+
+def softmax_that_hangs_on_batches(x, axis=-1):
+    """Right on one row or a matrix; never returns on a batch of matrices (the attention's scores)."""
+    x = np.asarray(x, dtype=float)
+    while x.ndim > 2:
+        pass
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def softmax_that_prints_its_work(x, axis=-1):
+    """Right, and prints a long trace of its work at every call (a debugging print left in)."""
+    x = np.asarray(x, dtype=float)
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    print("softmax:" + " ." * 50_000)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def rotary_embedding_via_sinusoidal_encoding(X, positions=None):
+    """Right: the cos and sin of every angle p·ω_i read from sinusoidal_encoding (the task before,
+    whose table holds sin(p·ω_i) and cos(p·ω_i)), which the reference does not call."""
+    X = np.asarray(X, dtype=float)
+    T, d = X.shape[-2:]
+    positions = np.broadcast_to(np.arange(T) if positions is None else np.asarray(positions), X.shape[:-1])
+    table = sinusoidal_encoding(int(np.max(positions, initial=0)) + 1, d)[positions]  # noqa: F821
+    sin, cos = table[..., 0::2], table[..., 1::2]
+    out = np.empty_like(X)
+    out[..., 0::2] = X[..., 0::2] * cos - X[..., 1::2] * sin
+    out[..., 1::2] = X[..., 0::2] * sin + X[..., 1::2] * cos
+    return out

@@ -28,7 +28,15 @@ notebook or beside the sample implementations, graded by the real `grade` comman
   attention keeps its points when it reaches a wrong softmax through an alias, a
   functools.partial or a helper's default, with a NumPy integer axis, or through the student's
   own right softmax with a renamed or added parameter; an exception raised after stand-ins
-  answered shows its type and line, not the values in its message.
+  answered shows its type and line, not the values in its message;
+- (the red team's second round, fixed) a quadratic linear_attention earns no memory points beside an
+  elu_feature_map that gives zeros on the memory checks' inputs only (the reference's stands in), nor
+  a chunked_linear_attention that calls it; a right multi_head_attention_backward built on a wrong
+  scaled_dot_product_attention_backward, which its reference does not call, keeps its points (every
+  task before the checked one stands in); a right attention keeps its points beside a softmax that
+  never returns on its scores, though its visible check ran out of time inside that softmax (a call
+  where the function it was running then stands in runs it again); a right attention that prints
+  keeps its points beside a softmax whose prints used up the notebook's output allowance.
 """
 
 import json
@@ -60,6 +68,10 @@ WAYS = {  # the same right attention, calling softmax in several ways
     "helper-default": "def _normalise(scores, function=softmax):\n    return function(scores, axis=-1)\n\n"
                       + RIGHT_ATTENTION.replace("NORMALISE(scores)", "_normalise(scores)"),
 }
+
+
+PRINTING_ATTENTION = WAYS["global-name"].replace(
+    "    return weights @ V, weights", "    print('weights of shape', weights.shape)\n    return weights @ V, weights")
 
 
 OWN_SOFTMAX = """
@@ -108,6 +120,15 @@ def _attention_student(softmax_cell, attention):
     return _with_cell(notebook, "scaled_dot_product_attention", ATTENTIONS[attention])
 
 
+def _with_blind_meter(notebook, *tasks):
+    """The cells of `tasks` also redefine the notebook's peak_memory, which then measures nothing."""
+    for cell in notebook.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") in tasks:
+            cell.source += attacks.BLIND_PEAK_MEMORY
+    return notebook
+
+
+LINEAR = implementations("linear_attention")
 TRAINING = implementations("training")
 SUBMISSION_SECONDS = 30
 STUDENTS = {  # student -> (assignment, notebook)
@@ -160,6 +181,40 @@ STUDENTS = {  # student -> (assignment, notebook)
         "positional_encoding", {"add_positional_encoding": attacks.add_positional_encoding_that_asks_for_a_huge_table})),
     "grader-decodes": ("rnn_encoder_decoder", lambda: submission(
         "rnn_encoder_decoder", {"encode": attacks.encode_that_makes_the_grader_decode})),
+    # quadratic memory, and a blind memory meter; the first beside an elu_feature_map that gives zeros on
+    # the memory checks' inputs only (which makes their outputs zeros, at no cost)
+    "zero-elu-on-long-inputs": ("linear_attention", lambda: _with_blind_meter(submission("linear_attention", {
+        **LINEAR.CORRECT, "elu_feature_map": attacks.elu_feature_map_zero_on_long_inputs,
+        "linear_attention": attacks.linear_attention_whole_matrix_unless_zero,
+        "chunked_linear_attention": attacks.chunked_whole_matrix_unless_zero}),
+        "linear_attention", "chunked_linear_attention")),
+    "whole-matrix": ("linear_attention", lambda: _with_blind_meter(submission("linear_attention", {
+        **LINEAR.CORRECT, "linear_attention": LINEAR.linear_attention_whole_matrix,
+        "chunked_linear_attention": LINEAR.chunked_whole_matrix}), "linear_attention", "chunked_linear_attention")),
+    # chunked_linear_attention through the student's own linear_attention: quadratic, then right
+    "chunked-via-whole-matrix": ("linear_attention", lambda: _with_blind_meter(submission("linear_attention", {
+        **LINEAR.CORRECT, "linear_attention": LINEAR.linear_attention_whole_matrix,
+        "chunked_linear_attention": attacks.chunked_via_linear_attention}), "linear_attention")),
+    "chunked-via-right-attention": ("linear_attention", lambda: submission("linear_attention", {
+        **LINEAR.CORRECT, "chunked_linear_attention": attacks.chunked_via_linear_attention})),
+    # a right multi_head_attention_backward built on scaled_dot_product_attention_backward, which is wrong
+    "mha-backward-via-wrong-sdpa-backward": ("backpropagation", lambda: submission("backpropagation", {
+        **implementations("backpropagation").CORRECT,
+        "scaled_dot_product_attention_backward": implementations("backpropagation").sdpa_backward_no_scale,
+        "multi_head_attention_backward": attacks.mha_backward_via_sdpa_backward})),
+    # a right attention (by its global name, or an alias) beside a softmax that never returns on its scores
+    **{f"hanging-softmax-attention-{way}": ("scaled_dot_product", lambda way=way: _with_cell(submission(
+        "scaled_dot_product", {"softmax": attacks.softmax_that_hangs_on_batches}), "scaled_dot_product_attention",
+        WAYS[way])) for way in ("global-name", "alias")},
+    # a right attention that prints a line, beside a right softmax that prints a long trace at every call
+    "printing-softmax-printing-attention": ("scaled_dot_product", lambda: _with_cell(submission(
+        "scaled_dot_product", {"softmax": attacks.softmax_that_prints_its_work}), "scaled_dot_product_attention",
+        PRINTING_ATTENTION)),
+    # a right rotary_embedding that reads its angles from sinusoidal_encoding, which is wrong
+    "rotary-via-wrong-sinusoidal": ("positional_encoding", lambda: submission("positional_encoding", {
+        **implementations("positional_encoding").CORRECT,
+        "sinusoidal_encoding": implementations("positional_encoding").pe_exponent_i_over_d,
+        "rotary_embedding": attacks.rotary_embedding_via_sinusoidal_encoding})),
     **{f"softmax-wrong-attention-{way}": ("scaled_dot_product", lambda way=way: _with_cell(submission(
         "scaled_dot_product", {"softmax": implementations("scaled_dot_product").softmax_wrong_axis}),
         "scaled_dot_product_attention", WAYS[way]))
@@ -290,3 +345,55 @@ def test_the_grader_computes_a_stand_ins_answer_within_the_notebooks_memory_limi
     assert result["status"] != "crashed"
     assert _score(graded, "huge-table", "test_add_positional_encoding") == \
         _score(graded, "rotary-without-stash", "test_add_positional_encoding") > 0
+
+
+def test_a_neighbour_right_except_on_the_memory_cases_earns_no_memory_points(graded):
+    """An elu_feature_map right except on the memory checks' inputs (zeros there) beside a quadratic
+    linear_attention and chunked_linear_attention that return zeros when the features are zeros: the
+    reference elu_feature_map stands in, so the memory decides (before, the reference run with the
+    student's own feature map was accepted: 13/13 where 6/13 is earned)."""
+    assert _score(graded, "zero-elu-on-long-inputs", "test_elu_feature_map") == 1
+    for check in ("test_linear_attention", "test_chunked_linear_attention"):
+        assert _score(graded, "zero-elu-on-long-inputs", check) == _score(graded, "whole-matrix", check) == 0
+
+
+def test_a_function_built_on_its_own_earlier_task_keeps_that_tasks_memory(graded):
+    """chunked_linear_attention as the student's own linear_attention, causal: only the feature map stands
+    in (the reference's linear_attention would compute the memory cases in the grader, outside the cap)."""
+    assert _score(graded, "chunked-via-whole-matrix", "test_chunked_linear_attention") == 0
+    assert _score(graded, "chunked-via-right-attention", "test_chunked_linear_attention") == 3
+
+
+@pytest.mark.parametrize("student, earlier, later", [
+    ("mha-backward-via-wrong-sdpa-backward", ["test_scaled_dot_product_attention_backward"],
+     {"test_multi_head_attention_backward": 4}),
+    ("rotary-via-wrong-sinusoidal", ["test_sinusoidal_encoding"],
+     {"test_rotary_embedding": 3, "test_rotary_positions": 1}),
+])
+def test_a_right_function_built_on_an_earlier_task_its_reference_does_not_use_keeps_its_points(
+        graded, student, earlier, later):
+    """multi_head_attention_backward around a wrong scaled_dot_product_attention_backward, rotary_embedding
+    on the angles of a wrong sinusoidal_encoding: their references call neither, and every task before
+    the checked one stands in (they lost their 4 points before; the rotary checks passed no stand-in)."""
+    assert [_score(graded, student, check) for check in earlier] == [0] * len(earlier)
+    assert {check: _score(graded, student, check) for check in later} == later
+
+
+@pytest.mark.parametrize("way", ["global-name", "alias"])
+def test_a_right_function_keeps_its_points_beside_a_neighbour_that_never_returns(graded, way):
+    """The attention's visible check runs out of time inside the student's softmax, and stops the
+    attention (the outermost function); its hidden checks, where the reference's softmax stands in,
+    run it again (it lost 6 points before, stopped for its neighbour's endless loop)."""
+    student = f"hanging-softmax-attention-{way}"
+    assert _score(graded, student, "test_softmax") == 0
+    assert _score(graded, student, "test_attention") == _score(graded, student, "test_attention_masks") == 3
+
+
+def test_a_function_that_prints_keeps_its_points_beside_a_neighbour_that_printed_the_notebooks_allowance(graded):
+    """softmax prints a long trace at every call, which uses up the notebook's output allowance in its
+    hidden checks; the right attention, which prints one line, keeps its points: a check's call has an
+    allowance of its own (its output goes nowhere). Before, it lost its 6 points ("it printed more than
+    the notebook's output limit"), and the right softmax its 2."""
+    student = "printing-softmax-printing-attention"
+    assert [_score(graded, student, check) for check in ("test_softmax", "test_attention", "test_attention_masks")] \
+        == [2, 3, 3]
