@@ -224,6 +224,7 @@ class Sandbox:
         self.places = {}        # cell id -> where it is, for messages (its task: students see no cell ids)
         self.own_cells = []     # ids of the student's own cells: an error's place is a line of theirs
         self.task = None        # the task whose hidden checks call the student's functions now
+        self._sent_arrays = []  # the arrays sent during a call with stand-ins, by index (`_sent_array`)
         self.deadline = None    # time.monotonic() by which everything must be done
         self._process = None
 
@@ -313,6 +314,7 @@ class Sandbox:
             self._out_of_time()
         except OSError:
             self._stopped()
+        return blobs
 
     def _unasked(self):
         """Whether a message is waiting that the grader has not asked for yet."""
@@ -520,8 +522,9 @@ class Sandbox:
             raise TimeoutError(self.stopped[name])
         stand_ins = dict(stand_ins or {})
         seconds = self.timeouts.calls.get(name, self.timeouts.call or self.limits.call_seconds)
-        self._send({"op": "call", "name": name, "timeout": seconds, "stand_ins": sorted(stand_ins)},
-                   [args, kwargs])
+        sent = self._send({"op": "call", "name": name, "timeout": seconds, "stand_ins": sorted(stand_ins)},
+                          [args, kwargs])
+        self._sent_arrays = sent if stand_ins else []
         try:
             while True:
                 header, blobs = self._receive(seconds * self.limits.wall_factor, f"{name} in {self._checking()}")
@@ -536,6 +539,8 @@ class Sandbox:
             if stop.status == "timeout":  # it could not be interrupted
                 self._stop_calling(name, self._checking(), seconds)
             raise
+        finally:
+            self._sent_arrays = []
         self.call_seconds[name] = max(self.call_seconds.get(name, 0.0), _number(header.get("cpu_seconds")))
         if header.get("op") == "raised":
             error = _plain_error(header.get("error"))
@@ -561,7 +566,7 @@ class Sandbox:
         name = header.get("name")
         function = stand_ins.get(name) if isinstance(name, str) else None
         try:
-            args, kwargs = wire.decode(header.get("arguments"), blobs)
+            args, kwargs = wire.decode(header.get("arguments"), blobs, self._sent_array)
             if not isinstance(kwargs, dict) or not isinstance(args, (list, tuple)):
                 raise TypeError("malformed arguments")
         except (wire.WireError, ValueError, TypeError) as error:
@@ -591,6 +596,14 @@ class Sandbox:
             wire.send(self._writer, {**reply, "value": tree}, out_blobs)
         except OSError:
             self._stopped()
+        self._sent_arrays += out_blobs
+
+    def _sent_array(self, index):
+        """A copy of the array of index `index` among those sent during the call (its arguments,
+        then the stand-ins' answers), which the runner sent back unchanged by that index."""
+        if not (isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(self._sent_arrays)):
+            raise wire.WireError("a reference to an array that was not sent")
+        return self._sent_arrays[index].copy()
 
 
 def _binds(function, args, kwargs):
