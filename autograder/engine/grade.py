@@ -125,6 +125,7 @@ def grade(course, submissions, out, workers=None, shard=None, secret=None, limit
             log(f"{len(results)} submissions already graded by this grader in {out}: kept")
         results += _grade_all(course, todo, out, key, limits, workers or os.cpu_count() or 1, log, autograded)
     write_reports(course, out)
+    os.sync()  # the results and pages that `save` wrote without a sync each, on the disk at once
     if autograded and shard:  # shards would replace each other's gradebook: it comes after `merge`
         log(f"wrote {nbgrader_course.step_folder(course.root, 'autograded_directory')}; once the shards are "
             f"merged, `export OUT --to nbgrader --output {nbgrader_course.database(course.root)}` fills the "

@@ -32,6 +32,7 @@ import atexit
 import builtins
 import contextlib
 import fcntl
+import functools
 import importlib.util
 import inspect
 import keyword
@@ -608,12 +609,18 @@ class Sandbox:
 
 def _binds(function, args, kwargs):
     try:
-        inspect.signature(function).bind(*args, **kwargs)
+        _signature(function).bind(*args, **kwargs)
     except TypeError:
         return False
     except ValueError:  # no signature to read: let it try
         pass
     return True
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature(function):
+    """inspect.signature of one of our stand-ins (the reference's functions), read once."""
+    return inspect.signature(function)
 
 
 class _OverTime(Exception):
