@@ -220,7 +220,8 @@ class Sandbox:
         self.events = []        # (status, reason) of every limit hit or crash
         self.stopped = {}       # function name -> why it is not called again (it ran out of time)
         self.call_seconds = {}  # function name -> CPU time of its slowest call so far (runner's)
-        self.seconds = {}       # where run() spent its time: start, imports, cells
+        self.seconds = {}       # where its time went: start, imports, cells (the clock's), the runner's CPU
+                                # time up to its calls and that of the calls (as the runner reports them)
         self.functions = {}     # name -> StudentFunction, once the notebook has run
         self.places = {}        # cell id -> where it is, for messages (its task: students see no cell ids)
         self.own_cells = []     # ids of the student's own cells: an error's place is a line of theirs
@@ -406,7 +407,8 @@ class Sandbox:
         # the runner's clock is ours (CLOCK_MONOTONIC); its figures are only reported, never trusted
         started, imported = _number(header.get("started")), _number(header.get("imported"))
         self.seconds = {"start": max(started - self._started, 0.0), "imports": max(imported - started, 0.0),
-                        "cells": sum(result["seconds"] for result in results)}
+                        "cells": sum(result["seconds"] for result in results),
+                        "notebook CPU": _number(header.get("cpu_seconds")), "calls CPU": 0.0}
         # never a built-in's name: the hidden checks' code must not call the student's `len`
         self.functions = {name: StudentFunction(self, name) for name in names
                           if isinstance(name, str) and name.isidentifier() and not hasattr(builtins, name)}
@@ -543,6 +545,8 @@ class Sandbox:
         finally:
             self._sent_arrays = []
         self.call_seconds[name] = max(self.call_seconds.get(name, 0.0), _number(header.get("cpu_seconds")))
+        if "calls CPU" in self.seconds:
+            self.seconds["calls CPU"] += _number(header.get("cpu_seconds"))
         if header.get("op") == "raised":
             error = _plain_error(header.get("error"))
             self._note(error, self._checking(), seconds, function=name)

@@ -19,7 +19,8 @@ to the grader over the socket FD with `wire` messages:
              "outputs": [nbformat outputs: stream, display_data, execute_result],
              "seconds": s, "cpu_seconds": s}  (one per cell)
   runner -> {"op": "ran", "functions": [names of the callables the notebook defined],
-             "started": t, "imported": t}  (time.monotonic() when it started and had imported)
+             "started": t, "imported": t, "cpu_seconds": s}  (time.monotonic() when it started
+             and had imported; its CPU time so far)
   grader -> {"op": "call", "name": n, "timeout": s, "stand_ins": [names],
              "arguments": [args, kwargs]} (wire value)
   while it runs, for each call of a stand-in (below):
@@ -781,7 +782,8 @@ def main(fd):
     functions = sorted(name for name, value in NOTEBOOK.items()
                        if callable(value) and not name.startswith("_") and name not in given
                        and not isinstance(value, type(os)))
-    wire.send(writer, {"op": "ran", "functions": functions, "started": STARTED, "imported": imported})
+    wire.send(writer, {"op": "ran", "functions": functions, "started": STARTED, "imported": imported,
+                       "cpu_seconds": time.process_time()})
 
     stand_ins = StandIns(reader, writer)
     while True:
