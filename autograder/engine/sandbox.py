@@ -226,7 +226,7 @@ class Sandbox:
         self.places = {}        # cell id -> where it is, for messages (its task: students see no cell ids)
         self.own_cells = []     # ids of the student's own cells: an error's place is a line of theirs
         self.task = None        # the task whose hidden checks call the student's functions now
-        self._sent_arrays = []  # the arrays sent during a call with stand-ins, by index (`_sent_array`)
+        self._sent_arrays = []  # the arrays sent during a call, by index (`_sent_array`)
         self.deadline = None    # time.monotonic() by which everything must be done
         self._process = None
 
@@ -525,9 +525,15 @@ class Sandbox:
             raise TimeoutError(self.stopped[name])
         stand_ins = dict(stand_ins or {})
         seconds = self.timeouts.calls.get(name, self.timeouts.call or self.limits.call_seconds)
-        sent = self._send({"op": "call", "name": name, "timeout": seconds, "stand_ins": sorted(stand_ins)},
-                          [args, kwargs])
-        self._sent_arrays = sent if stand_ins else []
+        self._sent_arrays = self._send(
+            {"op": "call", "name": name, "timeout": seconds, "stand_ins": sorted(stand_ins)}, [args, kwargs])
+        try:
+            return self._returned(name, args, kwargs, seconds, stand_ins)
+        finally:
+            self._sent_arrays = []
+
+    def _returned(self, name, args, kwargs, seconds, stand_ins):
+        """What the call of `name` that the grader sent returns (`call`), its stand-ins answered."""
         try:
             while True:
                 header, blobs = self._receive(seconds * self.limits.wall_factor, f"{name} in {self._checking()}")
@@ -542,8 +548,6 @@ class Sandbox:
             if stop.status == "timeout":  # it could not be interrupted
                 self._stop_calling(name, self._checking(), seconds)
             raise
-        finally:
-            self._sent_arrays = []
         self.call_seconds[name] = max(self.call_seconds.get(name, 0.0), _number(header.get("cpu_seconds")))
         if "calls CPU" in self.seconds:
             self.seconds["calls CPU"] += _number(header.get("cpu_seconds"))
@@ -555,13 +559,13 @@ class Sandbox:
                 raise TimeoutError(self.stopped[name])
             raise _exception(error, seconds)
         try:
-            value, args_after, kwargs_after = wire.decode(header.get("value"), blobs)
+            value = wire.decode(header.get("value"), blobs)
+            args_after, kwargs_after = wire.decode(header.get("arguments"), blobs, self._sent_array)
         except (wire.WireError, ValueError, TypeError) as error:
             self._stopped("crashed", f"{name} returned something that is not plain data ({error})")
         _copy_changes(args, args_after)
         _copy_changes(kwargs, kwargs_after)
         return value
-
 
     def _answer(self, header, blobs, stand_ins):
         """Answer a stand-in's request: our function's value for its arguments, only for a name of
@@ -605,7 +609,8 @@ class Sandbox:
 
     def _sent_array(self, index):
         """A copy of the array of index `index` among those sent during the call (its arguments,
-        then the stand-ins' answers), which the runner sent back unchanged by that index."""
+        then the stand-ins' answers), which the runner sent back unchanged by that index (to a
+        stand-in, or as an argument after the call)."""
         if not (isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(self._sent_arrays)):
             raise wire.WireError("a reference to an array that was not sent")
         return self._sent_arrays[index].copy()

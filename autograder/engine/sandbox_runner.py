@@ -27,7 +27,8 @@ to the grader over the socket FD with `wire` messages:
     runner -> {"op": "stand-in", "name": e, "arguments": [args, kwargs]}
     grader -> {"op": "answer", "value": value}, {"op": "raised", "error": {...}}
               or {"op": "unbound", "error": {...}}
-  runner -> {"op": "returned", "cpu_seconds": s} + [result, args, kwargs after the call]
+  runner -> {"op": "returned", "cpu_seconds": s, "value": result, "arguments": [args, kwargs]
+             after the call, where an array the grader sent, unchanged, is its index}
             or {"op": "raised", "error": {...}, "cpu_seconds": s}
 
 Stand-ins: while the called function runs, the notebook's function of each
@@ -794,9 +795,9 @@ def main(fd):
         op = request.get("op")
         if op == "call":
             names = [name for name in request.get("stand_ins") or () if isinstance(name, str)]
-            arrays = {} if names else None  # what stand-ins may send back as references
+            arrays = {}  # what stand-ins, and the arguments after the call, send back as references
             args, kwargs = wire.decode(request["arguments"], blobs, arrays=arrays)
-            stand_ins.begin(arrays or {}, len(blobs))
+            stand_ins.begin(arrays, len(blobs))
             del message, blobs, arrays  # the arrays are decoded: their bytes would only take memory
             function = NOTEBOOK.get(request["name"])
             stand_ins.answered = set()
@@ -822,10 +823,12 @@ def main(fd):
                 del args, kwargs, error
                 continue
             cpu = time.process_time() - cpu
-            tree, out_blobs = wire.encode([value, args, kwargs])
+            tree, out_blobs = wire.encode(value)
+            arguments, _ = wire.encode([args, kwargs], refer=stand_ins.refer, blobs=out_blobs)  # unchanged: by index
             del value, args, kwargs  # nothing of a call outlives it (memory checks count it all)
-            wire.send(writer, {"op": "returned", "value": tree, "cpu_seconds": cpu}, out_blobs)
-            del tree, out_blobs
+            wire.send(writer, {"op": "returned", "value": tree, "arguments": arguments, "cpu_seconds": cpu},
+                      out_blobs)
+            del tree, arguments, out_blobs
 
 
 if __name__ == "__main__":

@@ -56,12 +56,13 @@ class Unsupported:
 
 # -- values <-> (JSON tree, blobs) ---------------------------------------------
 
-def encode(value, refer=None):
+def encode(value, refer=None, blobs=None):
     """(tree, blobs): `value` as JSON-able data plus its arrays (which `send` writes as .npy).
 
     `refer(array)`: the index of an array the receiver holds already (`decode`'s `referenced`),
-    sent as that index instead of its bytes, or None."""
-    blobs = []
+    sent as that index instead of its bytes, or None. `blobs`: a list to add the arrays to (that
+    of another value of the same message)."""
+    blobs = [] if blobs is None else blobs
 
     def walk(x, depth):
         if depth > MAX_DEPTH:

@@ -296,11 +296,12 @@ def test_arrays_the_grader_sent_go_back_to_it_by_reference_only_when_unchanged(f
     monkeypatch.setattr(Sandbox, "_sent_array", lambda self, index: referenced.append(index) or sent_array(self, index))
     x = np.array([0.0, np.log(3.0)])
     twice = harness.call(functions["answers_its_answer"], x, on="x", stand_ins=(softmax,))
-    assert np.allclose(twice, softmax(softmax(x))) and referenced == [0, 1]  # x, then the first answer
+    # x, the first answer, then x again, as an argument after the call
+    assert np.allclose(twice, softmax(softmax(x))) and referenced == [0, 1, 0]
     referenced.clear()
     first, fourfold, state = harness.call(functions["changes_what_it_sends"], x, {"x": x.copy()}, on="x",
                                           stand_ins=(softmax,))
     assert np.allclose(first, softmax(2 * x)) and np.allclose(fourfold, softmax(4 * softmax(x)))
-    # by reference: x once changed back (the same bytes again) and the dict's x; by value: the doubled
-    # x and the changed answer
-    assert np.allclose(state, softmax(x)) and referenced == [0, 1]
+    # by reference: x once changed back (the same bytes again) and the dict's x, to the stand-ins and
+    # after the call; by value: the doubled x and the changed answer
+    assert np.allclose(state, softmax(x)) and referenced == [0, 1, 0, 1]
