@@ -555,7 +555,8 @@ class StandIns:
 
     def remember(self, arrays, count):
         """Note the arrays ({index: array}) of a message of `count` arrays that the grader sent
-        during the call: sent back unchanged to a stand-in, they travel as their index (`refer`)."""
+        during the call: sent back unchanged, to a stand-in or as arguments after the call, they
+        travel as their index (`refer`)."""
         for index, array in arrays.items():
             self.sent[id(array)] = (weakref.ref(array), self.count + index, array.shape, array.dtype.str,
                                     _digest(array))

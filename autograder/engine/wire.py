@@ -5,7 +5,9 @@ its length. Values are None, booleans, numbers, strings, lists, tuples,
 dicts with string keys, NumPy arrays of numbers or booleans (sent as
 ``.npy`` without pickle) and NumPy random generators of the default kind
 (PCG64, sent as the numbers of their state). Anything else travels as an `Unsupported` marker
-naming its type. Nothing received is unpickled or executed, and every size
+naming its type. An array that the receiver sent during the same call, and
+that comes back unchanged, may travel as its index instead (`encode`'s
+`refer`, `decode`'s `referenced`). Nothing received is unpickled or executed, and every size
 is capped, so a hostile sender can make a message fail to decode but never
 make the receiver run its code or run out of memory.
 
