@@ -13,7 +13,9 @@ with plain nbgrader (one `nbgrader autograde NAME` per assignment, as an
 instructor runs it; only those commands are timed), checks that both give every
 check cell of every submission the same score, and prints the wall times, the
 throughputs and their ratio, and where our time per notebook goes (sandbox
-start, imports, cells, hidden checks). Then it prints what the bubblewrap sandbox costs
+start, imports, cells, hidden checks; then CPU seconds, which other work on the
+machine does not lengthen: the notebook's process, its calls by the hidden
+checks, the grader's hidden checks). Then it prints what the bubblewrap sandbox costs
 per submission: the same notebooks run by the same runner with and without it
 (without it the runner also runs `site`, whose .pth files our own
 unsandboxed code needs, and compiles itself, about 0.015 s more on an idle

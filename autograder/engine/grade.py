@@ -125,6 +125,7 @@ def grade(course, submissions, out, workers=None, shard=None, secret=None, limit
             log(f"{len(results)} submissions already graded by this grader in {out}: kept")
         results += _grade_all(course, todo, out, key, limits, workers or os.cpu_count() or 1, log, autograded)
     write_reports(course, out)
+    os.sync()  # the results and pages that `save` wrote without a sync each, on the disk at once
     if autograded and shard:  # shards would replace each other's gradebook: it comes after `merge`
         log(f"wrote {nbgrader_course.step_folder(course.root, 'autograded_directory')}; once the shards are "
             f"merged, `export OUT --to nbgrader --output {nbgrader_course.database(course.root)}` fills the "
@@ -231,14 +232,14 @@ def grade_one(course, submission, fingerprint, key, limits=Limits()):
             return _not_graded(course, submission, stop.status, stop.reason, fingerprint, problems, flagged, code)
         visible = {assignments_.grade_id(cell): outputs.get(str(i)) for i, cell in enumerate(cells)}
         earlier = _earlier_cells(spec, cells, outputs, sandbox.places)
-        checks, restarts, started = [], 0, time.monotonic()
+        checks, restarts, started, cpu = [], 0, time.monotonic(), time.process_time()
         seconds = sandbox.seconds
         for test in spec.tests:
             if not sandbox.alive and restarts < RESTARTS:
                 sandbox, restarts = _restart(sandbox), restarts + 1
             sandbox.task = tasks.titles(course, submission.assignment).get(test.grade_id)  # for its messages
             checks.append(run_test(test, visible.get(test.grade_id), sandbox, secret, earlier.get(test.grade_id, [])))
-        seconds = {**seconds, "checks": time.monotonic() - started}
+        seconds = {**seconds, "checks": time.monotonic() - started, "checks CPU": time.process_time() - cpu}
     finally:
         sandbox.close()
     statuses = [status for status, _ in sandbox.events] + ["invalid-structure"] * bool(problems)

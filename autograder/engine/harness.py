@@ -182,10 +182,12 @@ def standing_in(function, stand_ins):
             yield function
 
 
+@functools.lru_cache(maxsize=1024)
 def _reached(reference, graded):
     """The names of `graded` that the function `reference` reaches: by a global name of its code
     (nested functions and lambdas included), through an ungraded function it calls the same way,
-    or as a default argument; a graded function is not followed further (it stands in whole)."""
+    or as a default argument; a graded function is not followed further (it stands in whole).
+    Read once per reference and names: the reference's code and module do not change while grading."""
     found, seen = set(), set()
 
     def visit(function):

@@ -32,6 +32,7 @@ import atexit
 import builtins
 import contextlib
 import fcntl
+import functools
 import importlib.util
 import inspect
 import keyword
@@ -221,11 +222,13 @@ class Sandbox:
         self.stopped_within = {}  # function name -> the notebook's function it ran when it was stopped in
                                   # a cell (a call in which that one stands in runs it again: `call`)
         self.call_seconds = {}  # function name -> CPU time of its slowest call so far (runner's)
-        self.seconds = {}       # where run() spent its time: start, imports, cells
+        self.seconds = {}       # where its time went: start, imports, cells (the clock's), the runner's CPU
+                                # time up to its calls and that of the calls (as the runner reports them)
         self.functions = {}     # name -> StudentFunction, once the notebook has run
         self.places = {}        # cell id -> where it is, for messages (its task: students see no cell ids)
         self.own_cells = []     # ids of the student's own cells: an error's place is a line of theirs
         self.task = None        # the task whose hidden checks call the student's functions now
+        self._sent_arrays = []  # the arrays sent during a call, by index (`_sent_array`)
         self.deadline = None    # time.monotonic() by which everything must be done
         self._process = None
 
@@ -315,6 +318,7 @@ class Sandbox:
             self._out_of_time()
         except OSError:
             self._stopped()
+        return blobs
 
     def _unasked(self):
         """Whether a message is waiting that the grader has not asked for yet."""
@@ -407,7 +411,8 @@ class Sandbox:
         # the runner's clock is ours (CLOCK_MONOTONIC); its figures are only reported, never trusted
         started, imported = _number(header.get("started")), _number(header.get("imported"))
         self.seconds = {"start": max(started - self._started, 0.0), "imports": max(imported - started, 0.0),
-                        "cells": sum(result["seconds"] for result in results)}
+                        "cells": sum(result["seconds"] for result in results),
+                        "notebook CPU": _number(header.get("cpu_seconds")), "calls CPU": 0.0}
         # never a built-in's name: the hidden checks' code must not call the student's `len`
         self.functions = {name: StudentFunction(self, name) for name in names
                           if isinstance(name, str) and name.isidentifier() and not hasattr(builtins, name)}
@@ -529,8 +534,16 @@ class Sandbox:
         if name in self.stopped and not revive:
             raise TimeoutError(self.stopped[name])
         seconds = self.timeouts.calls.get(name, self.timeouts.call or self.limits.call_seconds)
-        self._send({"op": "call", "name": name, "timeout": seconds, "stand_ins": sorted(stand_ins),
-                    "revive": revive}, [args, kwargs])
+        self._sent_arrays = self._send(
+            {"op": "call", "name": name, "timeout": seconds, "stand_ins": sorted(stand_ins),
+             "revive": revive}, [args, kwargs])
+        try:
+            return self._returned(name, args, kwargs, seconds, stand_ins)
+        finally:
+            self._sent_arrays = []
+
+    def _returned(self, name, args, kwargs, seconds, stand_ins):
+        """What the call of `name` that the grader sent returns (`call`), its stand-ins answered."""
         try:
             while True:
                 header, blobs = self._receive(seconds * self.limits.wall_factor, f"{name} in {self._checking()}")
@@ -547,6 +560,8 @@ class Sandbox:
                 self.stopped_within.pop(name, None)  # ran out of time in a call: never again
             raise
         self.call_seconds[name] = max(self.call_seconds.get(name, 0.0), _number(header.get("cpu_seconds")))
+        if "calls CPU" in self.seconds:
+            self.seconds["calls CPU"] += _number(header.get("cpu_seconds"))
         if header.get("op") == "raised":
             error = _plain_error(header.get("error"))
             self._note(error, self._checking(), seconds, function=name)
@@ -556,13 +571,13 @@ class Sandbox:
                 raise TimeoutError(self.stopped[name])
             raise _exception(error, seconds)
         try:
-            value, args_after, kwargs_after = wire.decode(header.get("value"), blobs)
+            value = wire.decode(header.get("value"), blobs)
+            args_after, kwargs_after = wire.decode(header.get("arguments"), blobs, self._sent_array)
         except (wire.WireError, ValueError, TypeError) as error:
             self._stopped("crashed", f"{name} returned something that is not plain data ({error})")
         _copy_changes(args, args_after)
         _copy_changes(kwargs, kwargs_after)
         return value
-
 
     def _answer(self, header, blobs, stand_ins):
         """Answer a stand-in's request: our function's value for its arguments, only for a name of
@@ -572,7 +587,7 @@ class Sandbox:
         name = header.get("name")
         function = stand_ins.get(name) if isinstance(name, str) else None
         try:
-            args, kwargs = wire.decode(header.get("arguments"), blobs)
+            args, kwargs = wire.decode(header.get("arguments"), blobs, self._sent_array)
             if not isinstance(kwargs, dict) or not isinstance(args, (list, tuple)):
                 raise TypeError("malformed arguments")
         except (wire.WireError, ValueError, TypeError) as error:
@@ -602,16 +617,31 @@ class Sandbox:
             wire.send(self._writer, {**reply, "value": tree}, out_blobs)
         except OSError:
             self._stopped()
+        self._sent_arrays += out_blobs
+
+    def _sent_array(self, index):
+        """A copy of the array of index `index` among those sent during the call (its arguments,
+        then the stand-ins' answers), which the runner sent back unchanged by that index (to a
+        stand-in, or as an argument after the call)."""
+        if not (isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(self._sent_arrays)):
+            raise wire.WireError("a reference to an array that was not sent")
+        return self._sent_arrays[index].copy()
 
 
 def _binds(function, args, kwargs):
     try:
-        inspect.signature(function).bind(*args, **kwargs)
+        _signature(function).bind(*args, **kwargs)
     except TypeError:
         return False
     except ValueError:  # no signature to read: let it try
         pass
     return True
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature(function):
+    """inspect.signature of one of our stand-ins (the reference's functions), read once."""
+    return inspect.signature(function)
 
 
 class _OverTime(Exception):

@@ -19,14 +19,16 @@ to the grader over the socket FD with `wire` messages:
              "outputs": [nbformat outputs: stream, display_data, execute_result],
              "seconds": s, "cpu_seconds": s}  (one per cell)
   runner -> {"op": "ran", "functions": [names of the callables the notebook defined],
-             "started": t, "imported": t}  (time.monotonic() when it started and had imported)
+             "started": t, "imported": t, "cpu_seconds": s}  (time.monotonic() when it started
+             and had imported; its CPU time so far)
   grader -> {"op": "call", "name": n, "timeout": s, "stand_ins": [names], "revive": bool,
              "arguments": [args, kwargs]} (wire value)
   while it runs, for each call of a stand-in (below):
     runner -> {"op": "stand-in", "name": e, "arguments": [args, kwargs]}
     grader -> {"op": "answer", "value": value}, {"op": "raised", "error": {...}}
               or {"op": "unbound", "error": {...}}
-  runner -> {"op": "returned", "cpu_seconds": s} + [result, args, kwargs after the call]
+  runner -> {"op": "returned", "cpu_seconds": s, "value": result, "arguments": [args, kwargs]
+             after the call, where an array the grader sent, unchanged, is its index}
             or {"op": "raised", "error": {...}, "cpu_seconds": s}
 
 Stand-ins: while the called function runs, the notebook's function of each
@@ -98,7 +100,6 @@ import __future__
 import ast
 import builtins
 import getpass
-import importlib.abc
 import io
 import json
 import os
@@ -111,6 +112,8 @@ import tokenize
 import traceback
 import types
 import warnings
+import weakref
+from _blake2 import blake2b  # hashlib's, without the import of OpenSSL's hashes
 
 STARTED = time.monotonic()  # the interpreter is up: what follows is imports
 
@@ -411,9 +414,10 @@ def kernel_shell():
     return KernelShell
 
 
-class ShellOnFigures(importlib.abc.MetaPathFinder):
+class ShellOnFigures:
     """Creates the notebook's shell when matplotlib loads its inline backend (the notebook's
-    first figure), as a kernel has one: the backend then draws each cell's figures at its end."""
+    first figure), as a kernel has one: the backend then draws each cell's figures at its end.
+    (A finder of sys.meta_path needs only find_spec: importlib.abc's base, and its imports, not.)"""
 
     def find_spec(self, name, path=None, target=None):
         if name == "matplotlib_inline.backend_inline" and SHELL is None:
@@ -560,6 +564,34 @@ class StandIns:
     def __init__(self, reader, writer):
         self.reader, self.writer, self.names = reader, writer, frozenset()
         self.answered = set()  # the names whose stand-ins answered (gave values) during the call
+        self.sent = {}   # id(array) -> (weak reference, index, shape, dtype, digest): the grader's arrays
+        self.count = 0   # arrays the grader has sent during the call (its arguments, the answers)
+
+    def begin(self, arrays, count):
+        """A call starts, with the grader's `arrays` ({index: array}) among its `count` arguments."""
+        self.sent, self.count = {}, 0
+        self.remember(arrays, count)
+
+    def remember(self, arrays, count):
+        """Note the arrays ({index: array}) of a message of `count` arrays that the grader sent
+        during the call: sent back unchanged, to a stand-in or as arguments after the call, they
+        travel as their index (`refer`)."""
+        for index, array in arrays.items():
+            self.sent[id(array)] = (weakref.ref(array), self.count + index, array.shape, array.dtype.str,
+                                    _digest(array))
+        self.count += count
+
+    def refer(self, array):
+        """The index of `array` if it is an array the grader sent during the call, unchanged (the
+        same object, shape, type and bytes): the grader has it, it need not travel back. Else None."""
+        known = self.sent.get(id(array))
+        if known is None:
+            return None
+        reference, index, shape, dtype, digest = known
+        if (reference() is not array or array.shape != shape or array.dtype.str != dtype
+                or not array.flags.c_contiguous or _digest(array) != digest):
+            return None
+        return index
 
     def make(self, name, own=None):
         """The stand-in for the notebook's function `name`: the grader's answer for its arguments,
@@ -569,7 +601,7 @@ class StandIns:
             if name not in self.names:
                 raise RuntimeError(f"{name}: this stand-in for the correct {name} answered only "
                                    "during the check's call")
-            tree, blobs = wire.encode([args, kwargs])
+            tree, blobs = wire.encode([args, kwargs], refer=self.refer)
             kind = wire.unsupported(tree)
             if kind is not None:
                 raise TypeError(f"{name} was given a {kind}, which is not plain data (numbers, arrays, "
@@ -587,11 +619,16 @@ class StandIns:
                 if wall > 0:
                     signal.setitimer(signal.ITIMER_REAL, wall)
                 signal.pthread_sigmask(signal.SIG_SETMASK, masked)
+            arrays = {}
+            try:
+                value = wire.decode(header["value"], blobs, arrays=arrays) if header.get("op") == "answer" else None
+            finally:  # counted even when malformed: the indices stay the grader's
+                self.remember(arrays, len(blobs))
             if header.get("op") == "unbound" and own is not None:
                 return own(*args, **kwargs)
             if header.get("op") == "answer":
                 self.answered.add(name)
-                return wire.decode(header["value"], blobs)
+                return value
             error = header.get("error") or {}
             kind = getattr(builtins, str(error.get("ename")), None)
             kind = kind if isinstance(kind, type) and issubclass(kind, Exception) else RuntimeError
@@ -649,6 +686,13 @@ class StandIns:
 
 
 MISSING = object()
+
+
+def _digest(array):
+    """A digest of the bytes of a C-ordered `array` (None for another): whether it changed."""
+    if not array.flags.c_contiguous:
+        return None
+    return blake2b(array.reshape(-1).view("u1").data, digest_size=16).digest()
 
 
 def baseline_memory():
@@ -765,7 +809,8 @@ def main(fd):
     functions = sorted(name for name, value in NOTEBOOK.items()
                        if callable(value) and not name.startswith("_") and name not in given
                        and not isinstance(value, type(os)))
-    wire.send(writer, {"op": "ran", "functions": functions, "started": STARTED, "imported": imported})
+    wire.send(writer, {"op": "ran", "functions": functions, "started": STARTED, "imported": imported,
+                       "cpu_seconds": time.process_time()})
 
     stand_ins = StandIns(reader, writer)
     while True:
@@ -775,13 +820,15 @@ def main(fd):
         request, blobs = message
         op = request.get("op")
         if op == "call":
-            args, kwargs = wire.decode(request["arguments"], blobs)
-            del message, blobs  # the arrays are decoded: their bytes would only take memory
+            names = [name for name in request.get("stand_ins") or () if isinstance(name, str)]
+            arrays = {}  # what stand-ins, and the arguments after the call, send back as references
+            args, kwargs = wire.decode(request["arguments"], blobs, arrays=arrays)
+            stand_ins.begin(arrays, len(blobs))
+            del message, blobs, arrays  # the arrays are decoded: their bytes would only take memory
             function = NOTEBOOK.get(request["name"])
             revived = request.get("revive") and request["name"] in stopped and request["name"] in STOPPED
             if revived:  # it ran out of time inside a function that stands in now: it runs again, once
                 function = NOTEBOOK[request["name"]] = STOPPED[request["name"]]
-            names = [name for name in request.get("stand_ins") or () if isinstance(name, str)]
             stand_ins.answered = set()
             restore = stand_ins.swap(function, names) if names else None
             cpu = time.process_time()
@@ -810,10 +857,12 @@ def main(fd):
                 del args, kwargs, error
                 continue
             cpu = time.process_time() - cpu
-            tree, out_blobs = wire.encode([value, args, kwargs])
+            tree, out_blobs = wire.encode(value)
+            arguments, _ = wire.encode([args, kwargs], refer=stand_ins.refer, blobs=out_blobs)  # unchanged: by index
             del value, args, kwargs  # nothing of a call outlives it (memory checks count it all)
-            wire.send(writer, {"op": "returned", "value": tree, "cpu_seconds": cpu}, out_blobs)
-            del tree, out_blobs
+            wire.send(writer, {"op": "returned", "value": tree, "arguments": arguments, "cpu_seconds": cpu},
+                      out_blobs)
+            del tree, arguments, out_blobs
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ its length. Values are None, booleans, numbers, strings, lists, tuples,
 dicts with string keys, NumPy arrays of numbers or booleans (sent as
 ``.npy`` without pickle) and NumPy random generators of the default kind
 (PCG64, sent as the numbers of their state). Anything else travels as an `Unsupported` marker
-naming its type. Nothing received is unpickled or executed, and every size
+naming its type. An array that the receiver sent during the same call, and
+that comes back unchanged, may travel as its index instead (`encode`'s
+`refer`, `decode`'s `referenced`). Nothing received is unpickled or executed, and every size
 is capped, so a hostile sender can make a message fail to decode but never
 make the receiver run its code or run out of memory.
 
@@ -56,9 +58,13 @@ class Unsupported:
 
 # -- values <-> (JSON tree, blobs) ---------------------------------------------
 
-def encode(value):
-    """(tree, blobs): `value` as JSON-able data plus its arrays (which `send` writes as .npy)."""
-    blobs = []
+def encode(value, refer=None, blobs=None):
+    """(tree, blobs): `value` as JSON-able data plus its arrays (which `send` writes as .npy).
+
+    `refer(array)`: the index of an array the receiver holds already (`decode`'s `referenced`),
+    sent as that index instead of its bytes, or None. `blobs`: a list to add the arrays to (that
+    of another value of the same message)."""
+    blobs = [] if blobs is None else blobs
 
     def walk(x, depth):
         if depth > MAX_DEPTH:
@@ -72,6 +78,9 @@ def encode(value):
         if isinstance(x, np.generic) and x.dtype.kind in ARRAY_KINDS:
             return {"scalar": _blob(np.asarray(x), blobs)}
         if isinstance(x, np.ndarray) and x.dtype.kind in ARRAY_KINDS:
+            index = refer(x) if refer is not None else None
+            if index is not None:
+                return {"ref": index}
             return {"ndarray": _blob(np.asarray(x), blobs)}  # a subclass travels as its data
         if isinstance(x, (list, tuple)) and type(x) in (list, tuple):
             return {type(x).__name__: [walk(item, depth + 1) for item in x]}
@@ -105,8 +114,12 @@ def _blob(array, blobs):
     return len(blobs) - 1
 
 
-def decode(tree, blobs):
-    """The value that `encode` turned into (tree, blobs); WireError when malformed."""
+def decode(tree, blobs, referenced=None, arrays=None):
+    """The value that `encode` turned into (tree, blobs); WireError when malformed.
+
+    `referenced(index)`: the receiver's array that `encode`'s `refer` gave that index (WireError
+    when it has none); without it, a reference is malformed. `arrays`: a dict given the arrays
+    decoded, by their blob's index."""
     count = [0]
 
     def walk(x, depth):
@@ -124,7 +137,13 @@ def decode(tree, blobs):
             return float(body)
         if tag in ("ndarray", "scalar"):
             array = _array(blobs, body)
-            return array[()] if tag == "scalar" else array
+            if tag == "scalar":
+                return array[()]
+            if arrays is not None:
+                arrays[body] = array
+            return array
+        if tag == "ref" and referenced is not None:
+            return referenced(body)
         if tag in ("list", "tuple") and isinstance(body, list):
             items = [walk(item, depth + 1) for item in body]
             return items if tag == "list" else tuple(items)

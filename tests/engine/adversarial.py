@@ -617,8 +617,9 @@ CHEATS = [
             wire.send(channel, {"op": "ran", "functions": ["softmax", "scaled_dot_product_attention",
                                                            "causal_mask", "padding_mask"]})
             for _ in range(100):
-                tree, blobs = wire.encode([np.full(6, 1 / 6), [], {}])
-                wire.send(channel, {"op": "returned", "value": tree}, blobs)
+                tree, blobs = wire.encode(np.full(6, 1 / 6))
+                arguments, _ = wire.encode([[], {}], blobs=blobs)
+                wire.send(channel, {"op": "returned", "value": tree, "arguments": arguments}, blobs)
           '''),
           status=("graded", "crashed"), flag="wire"),
     Cheat("malformed-message",

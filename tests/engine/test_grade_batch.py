@@ -87,6 +87,19 @@ def test_a_rerun_grades_nothing_again_and_gives_the_same_results(batch, serial, 
     assert outputs(out) == outputs(serial)
 
 
+def test_a_page_or_result_left_empty_by_a_crash_of_the_machine_is_graded_again(batch, serial, tmp_path):
+    # results and pages are synced once per batch, not each: a crash of the machine itself may
+    # leave the last ones empty
+    folder, secret = batch
+    out = tmp_path / "out"
+    shutil.copytree(serial, out)
+    (out / "results" / "ada" / f"{SLUG}.json").write_text("")
+    next((out / "feedback").glob("bob/*.html")).write_text("")
+    log = grade_in_process(folder, out, secret)
+    assert "4 submissions already graded" in log
+    assert outputs(out) == outputs(serial) and next((out / "feedback").glob("bob/*.html")).stat().st_size
+
+
 def test_regrading_one_student_replaces_only_their_rows(batch, serial, tmp_path):
     _, secret = batch
     out = tmp_path / "out"

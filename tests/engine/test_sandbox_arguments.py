@@ -45,3 +45,23 @@ def test_lists_grow_and_unchanged_arguments_stay_unchanged():
     snapshot = copy.deepcopy(same)
     _copy_changes(same, again)
     assert _unchanged(same, snapshot)
+
+
+def test_arguments_come_back_by_reference_when_unchanged_and_changes_are_copied():
+    from autograder.engine.sandbox import Sandbox
+
+    notebook = ("def keeps(state):\n    return state['a'].sum()\n\n"
+                "def moves(state):\n    b = state.pop('b')\n    state['b'] = b * 0 + 5\n    state['a'] = b\n")
+    with Sandbox([("0", notebook)], uid=100_000 + 99_004) as sandbox:
+        sandbox.run()
+        state = {"a": np.zeros(3), "b": np.ones(3)}
+        a, b = state["a"], state["b"]
+        referenced = []
+        sent_array = sandbox._sent_array
+        sandbox._sent_array = lambda index: referenced.append(index) or sent_array(index)
+        assert sandbox.functions["keeps"](state) == 0.0
+        assert referenced == [0, 1] and state == {"a": a, "b": b}  # no array travelled back
+        referenced.clear()
+        sandbox.functions["moves"](state)  # b, unchanged, by reference in a's place (after b's)
+        assert referenced == [1] and state["a"] is a and state["b"] is b
+        assert np.array_equal(a, np.ones(3)) and np.array_equal(b, [5.0, 5.0, 5.0])

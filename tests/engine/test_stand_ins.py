@@ -62,6 +62,17 @@ def raises_what_it_was_answered(x):
 def secret_sum(x):                # prints the reference's answer: it stays in the sandbox
     print(softmax(x))
     return np.zeros(1)
+
+def answers_its_answer(x):        # gives a stand-in what another answered: it goes back by reference
+    return softmax(softmax(x))
+
+def changes_what_it_sends(x, state):  # changes an argument and an answer in place before sending them
+    x *= 2
+    first = softmax(x)
+    x /= 2
+    answered = softmax(x)
+    answered *= 4
+    return first, softmax(answered), softmax(state["x"])
 '''
 
 
@@ -277,3 +288,20 @@ def test_plain_functions_answer_by_identity_and_take_their_own_arguments_to_the_
     narrow.__name__ = "softmax"
     assert np.allclose(harness.call(namespace["with_its_own_parameter"], x, on="x", stand_ins=(narrow,)),
                        x / x.sum())
+
+
+def test_arrays_the_grader_sent_go_back_to_it_by_reference_only_when_unchanged(functions, monkeypatch):
+    referenced = []
+    sent_array = Sandbox._sent_array
+    monkeypatch.setattr(Sandbox, "_sent_array", lambda self, index: referenced.append(index) or sent_array(self, index))
+    x = np.array([0.0, np.log(3.0)])
+    twice = harness.call(functions["answers_its_answer"], x, on="x", stand_ins=(softmax,))
+    # x, the first answer, then x again, as an argument after the call
+    assert np.allclose(twice, softmax(softmax(x))) and referenced == [0, 1, 0]
+    referenced.clear()
+    first, fourfold, state = harness.call(functions["changes_what_it_sends"], x, {"x": x.copy()}, on="x",
+                                          stand_ins=(softmax,))
+    assert np.allclose(first, softmax(2 * x)) and np.allclose(fourfold, softmax(4 * softmax(x)))
+    # by reference: x once changed back (the same bytes again) and the dict's x, to the stand-ins and
+    # after the call; by value: the doubled x and the changed answer
+    assert np.allclose(state, softmax(x)) and referenced == [0, 1, 0, 1]

@@ -71,6 +71,22 @@ def test_malformed_values_are_refused(tree):
         wire.decode(tree, [])
 
 
+def test_arrays_the_receiver_holds_travel_as_references_it_resolves():
+    held = np.arange(3.0)
+    tree, blobs = wire.encode([held, np.ones(2)], refer=lambda array: 7 if array is held else None)
+    assert tree == {"list": [{"ref": 7}, {"ndarray": 0}]} and len(blobs) == 1
+    stream = io.BytesIO()
+    wire.send(stream, {"value": tree}, blobs)
+    stream.seek(0)
+    _, blobs = wire.receive(stream)
+    decoded = {}
+    back = wire.decode(tree, blobs, referenced=lambda index: held.copy() if index == 7 else None, arrays=decoded)
+    assert np.array_equal(back[0], held) and np.array_equal(back[1], np.ones(2))
+    assert list(decoded) == [0] and decoded[0] is back[1]
+    with pytest.raises(wire.WireError, match="unknown tag 'ref'"):  # where no reference is expected
+        wire.decode(tree, blobs)
+
+
 def test_an_oversized_or_cut_message_is_refused_before_it_is_read():
     huge = io.BytesIO(struct.pack(">Q", 10 ** 12) + b"{}")
     with pytest.raises(wire.WireError, match="larger than"):
