@@ -235,7 +235,8 @@ def grade_one(course, submission, fingerprint, key, limits=Limits()):
         checks, restarts, started, cpu = [], 0, time.monotonic(), time.process_time()
         seconds = sandbox.seconds
         for test in spec.tests:
-            if not sandbox.alive and restarts < RESTARTS:
+            if not sandbox.alive and restarts < RESTARTS and time.monotonic() < sandbox.deadline:
+                # (past the deadline a fresh sandbox would only start, under load for seconds, to stop)
                 sandbox, restarts = _restart(sandbox), restarts + 1
             sandbox.task = tasks.titles(course, submission.assignment).get(test.grade_id)  # for its messages
             checks.append(run_test(test, visible.get(test.grade_id), sandbox, secret, earlier.get(test.grade_id, [])))
