@@ -66,7 +66,7 @@ def check_general_score(general_score):
     ]
     for description, h_t, H_s, W_a in cases:
         name = f"general_score on {description}"
-        actual = call(general_score, h_t, H_s, W_a, on=description)
+        actual = call(general_score, h_t, H_s, W_a, on=description, stand_ins=GRADED)
         expected = reference.general_score(h_t, H_s, W_a)
         _check_scores_shape(actual, expected, name)
         if not close(actual, expected):
@@ -90,7 +90,7 @@ def check_concat_score(concat_score):
         h_t, H_s = _states(rng, B, S, d, scale)
         W_a, v_a = rng.normal(size=(2 * d, d_a)), rng.normal(size=d_a)
         name = f"concat_score on {description}"
-        actual = call(concat_score, h_t, H_s, W_a, v_a, on=description)
+        actual = call(concat_score, h_t, H_s, W_a, v_a, on=description, stand_ins=GRADED)
         expected = reference.concat_score(h_t, H_s, W_a, v_a)
         _check_scores_shape(actual, expected, name)
         if not close(actual, expected):
@@ -227,7 +227,7 @@ def check_predictive_position(predictive_position):
         h_t = rng.normal(size=(B, d))
         W_p, v_p = rng.normal(size=(d, d_p)), v_scale * rng.normal(size=d_p)
         name = f"p_t on {description}"
-        actual = call(predictive_position, h_t, W_p, v_p, S, on=description)
+        actual = call(predictive_position, h_t, W_p, v_p, S, on=description, stand_ins=GRADED)
         expected = reference.predictive_position(h_t, W_p, v_p, S)
         check_shape(actual, (B,), name)
         check(np.all(np.isfinite(actual)),
