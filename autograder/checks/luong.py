@@ -11,8 +11,10 @@ Gaussian applied before the softmax, renormalised weights, 1-based positions,
 a local-m (gaussian=False) that still applies the Gaussian.
 A mistake is named only when the answer is wrong and equals what that mistake
 gives; any correct implementation passes, since only results are compared.
-Both attentions are judged with the reference's score functions standing in for
-the student's (``GRADED``), on cases that include the tasks' visible examples.
+Every task is judged with the reference's earlier graded functions (and those its
+reference calls) standing in for the student's (``GRADED``): both attentions with
+the reference's score functions, a ``general_score`` written with the student's
+``dot_score`` with the reference's; on cases that include the tasks' visible examples.
 """
 
 import numpy as np

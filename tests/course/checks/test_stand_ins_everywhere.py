@@ -18,11 +18,11 @@ compute its memory cases outside the cap.)
 import ast
 import importlib
 
-import numpy as np
 import pytest
 
 from autograder.engine.checking import CheckFailed
 from tests.course.checks.test_double_mistakes import student_namespace
+from tests.engine import standin_attacks as attacks
 from tests.support import ROOT
 
 CHECKS = ROOT / "autograder" / "checks"
@@ -148,41 +148,14 @@ def test_the_reader_finds_a_call_without_stand_ins(tmp_path, monkeypatch):
 
 
 # -- a right function built on a wrong earlier task keeps its points --------------------------------
-# Student code (each function the source of one notebook cell, renamed to its task): only np and the
-# notebook's names.
-
-
-def dot_score_scaled(h_t, H_s):
-    """Wrong: divides by √d, as scaled dot-product attention does (Luong's dot score does not)."""
-    return np.einsum("bd,bsd->bs", h_t, H_s) / np.sqrt(h_t.shape[-1])
-
-
-def general_score_via_dot_score(h_t, H_s, W_a):
-    """Right: (h_t W_a) · h_s, by the student's dot_score."""
-    return dot_score(h_t @ W_a, H_s)  # noqa: F821
-
-
-def rnn_cell_without_bias(x_t, h_prev, params):
-    """Wrong: leaves out b_h."""
-    return np.tanh(x_t @ params["W_xh"] + h_prev @ params["W_hh"])
-
-
-def gru_cell_via_rnn_cell(x_t, h_prev, params):
-    """Right: the GRU's candidate is an RNN step on the reset state, by the student's rnn_cell."""
-    def sigmoid(a):
-        return 1.0 / (1.0 + np.exp(-a))
-    z = sigmoid(x_t @ params["W_xz"] + h_prev @ params["W_hz"] + params["b_z"])
-    r = sigmoid(x_t @ params["W_xr"] + h_prev @ params["W_hr"] + params["b_r"])
-    candidate = rnn_cell(x_t, r * h_prev, {name: params[name] for name in ("W_xh", "W_hh", "b_h")})  # noqa: F821
-    return z * h_prev + (1.0 - z) * candidate
-
+# (the student code: tests/engine/standin_attacks.py)
 
 # (exercise, earlier task, its wrong code, its check, later task, its right code built on the earlier, its check)
 BUILT_ON = [
-    ("luong", "dot_score", dot_score_scaled, "check_dot_score",
-     "general_score", general_score_via_dot_score, "check_general_score"),
-    ("rnn_encoder_decoder", "rnn_cell", rnn_cell_without_bias, "check_rnn_cell",
-     "gru_cell", gru_cell_via_rnn_cell, "check_gru_cell"),
+    ("luong", "dot_score", attacks.dot_score_scaled, "check_dot_score",
+     "general_score", attacks.general_score_via_dot_score, "check_general_score"),
+    ("rnn_encoder_decoder", "rnn_cell", attacks.rnn_cell_without_bias, "check_rnn_cell",
+     "gru_cell", attacks.gru_cell_via_rnn_cell, "check_gru_cell"),
 ]
 
 
