@@ -46,6 +46,8 @@ from autograder.engine.checking import CheckFailed, check, check_close, check_sh
 from autograder.engine.harness import OutOfMemory, call, call_in_memory, compare, seeded
 from .positional_encoding import _check_raises_value_error
 
+# No stand-ins in these checks: the memory rules are measured in the student's process, and a stand-in's
+# work is done in the grader, outside the cap; no reference function here calls another graded function
 SEED = 20220527  # FlashAttention (Dao et al.) appeared on arXiv on 27 May 2022
 MEMORY_CASE = (512, 131072, 1, 512)  # T_q, T_k, d (= d_v), block_size of the memory check
 MEMORY_LIMIT = 64 * 2 ** 20  # bytes beyond the baseline: half of one (T_q, T_k) float16 array

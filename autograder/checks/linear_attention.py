@@ -450,7 +450,7 @@ def check_delta_rule(delta_rule):
             "random": rng.uniform(0.3, 1, (*lead, T)), "one": np.ones((*lead, T)),
             "erase": np.where(np.arange(T) == 3, 1e-9, 1.0) * np.ones((*lead, T))}[gate_kind]
         args = (Q, K, V, beta) if gate is None else (Q, K, V, beta, gate)
-        actual = call(delta_rule, *args, on=description)
+        actual = call(delta_rule, *args, on=description, stand_ins=FEATURE_MAP)
         _compare(actual, reference.delta_rule(*args), f"the output on {description}",
                  lambda: _delta_mistakes(Q, K, V, beta, gate, unit),
                  "S ← gate_t · (S − beta_t · k_tᵀ (k_t @ S)) + beta_t · k_tᵀ v_t, then output_t = q_t @ S")
@@ -458,14 +458,14 @@ def check_delta_rule(delta_rule):
     beta, gate = rng.uniform(0, 1, 6), rng.uniform(0.3, 1, 6)
     args32 = (Q.astype(np.float32), K.astype(np.float32), V.astype(np.float32), beta.astype(np.float32),
               gate.astype(np.float32))
-    _compare(call(delta_rule, *args32, on="float32 inputs, T=6"), reference.delta_rule(Q, K, V, beta, gate),
-             "the output on float32 inputs, T=6", dtype=np.float32)
+    _compare(call(delta_rule, *args32, on="float32 inputs, T=6", stand_ins=FEATURE_MAP),
+             reference.delta_rule(Q, K, V, beta, gate), "the output on float32 inputs, T=6", dtype=np.float32)
     for value, reason in ((1.5, "beta must lie in [0, 1]"), (-0.25, "beta must lie in [0, 1]"),
                           (np.nan, "beta must lie in [0, 1], and NaN does not")):
         bad = np.where(np.arange(6) == 2, value, beta)
         _check_raises_value_error(delta_rule, (Q, K, V, bad), f"delta_rule with beta[2] = {value}",
-                                  f"beta[2] = {value}", reason)
+                                  f"beta[2] = {value}", reason, stand_ins=FEATURE_MAP)
     for value in (0.0, 1.25):
         bad = np.where(np.arange(6) == 4, value, gate)
         _check_raises_value_error(delta_rule, (Q, K, V, beta, bad), f"delta_rule with gate[4] = {value}",
-                                  f"gate[4] = {value}", "gate must lie in (0, 1]")
+                                  f"gate[4] = {value}", "gate must lie in (0, 1]", stand_ins=FEATURE_MAP)

@@ -11,8 +11,10 @@ Gaussian applied before the softmax, renormalised weights, 1-based positions,
 a local-m (gaussian=False) that still applies the Gaussian.
 A mistake is named only when the answer is wrong and equals what that mistake
 gives; any correct implementation passes, since only results are compared.
-Both attentions are judged with the reference's score functions standing in for
-the student's (``GRADED``), on cases that include the tasks' visible examples.
+Every task is judged with the reference's earlier graded functions (and those its
+reference calls) standing in for the student's (``GRADED``): both attentions with
+the reference's score functions, a ``general_score`` written with the student's
+``dot_score`` with the reference's; on cases that include the tasks' visible examples.
 """
 
 import numpy as np
@@ -66,7 +68,7 @@ def check_general_score(general_score):
     ]
     for description, h_t, H_s, W_a in cases:
         name = f"general_score on {description}"
-        actual = call(general_score, h_t, H_s, W_a, on=description)
+        actual = call(general_score, h_t, H_s, W_a, on=description, stand_ins=GRADED)
         expected = reference.general_score(h_t, H_s, W_a)
         _check_scores_shape(actual, expected, name)
         if not close(actual, expected):
@@ -90,7 +92,7 @@ def check_concat_score(concat_score):
         h_t, H_s = _states(rng, B, S, d, scale)
         W_a, v_a = rng.normal(size=(2 * d, d_a)), rng.normal(size=d_a)
         name = f"concat_score on {description}"
-        actual = call(concat_score, h_t, H_s, W_a, v_a, on=description)
+        actual = call(concat_score, h_t, H_s, W_a, v_a, on=description, stand_ins=GRADED)
         expected = reference.concat_score(h_t, H_s, W_a, v_a)
         _check_scores_shape(actual, expected, name)
         if not close(actual, expected):
@@ -227,7 +229,7 @@ def check_predictive_position(predictive_position):
         h_t = rng.normal(size=(B, d))
         W_p, v_p = rng.normal(size=(d, d_p)), v_scale * rng.normal(size=d_p)
         name = f"p_t on {description}"
-        actual = call(predictive_position, h_t, W_p, v_p, S, on=description)
+        actual = call(predictive_position, h_t, W_p, v_p, S, on=description, stand_ins=GRADED)
         expected = reference.predictive_position(h_t, W_p, v_p, S)
         check_shape(actual, (B,), name)
         check(np.all(np.isfinite(actual)),

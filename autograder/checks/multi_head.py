@@ -68,7 +68,7 @@ def check_merge_heads(merge_heads):
         X = rng.normal(size=(B, h, T, d_head))
         description = f"X of shape {(B, h, T, d_head)} (B, h, T, d_head)"
         name = f"merge_heads of {description}"
-        actual = call(merge_heads, X, on=description)
+        actual = call(merge_heads, X, on=description, stand_ins=GRADED)
         expected = reference.merge_heads(X)
         if isinstance(actual, np.ndarray) and actual.shape == (B, T, h, d_head) \
                 and actual.shape != expected.shape \

@@ -20,7 +20,7 @@ import numpy as np
 from solutions import positional_encoding as reference
 
 from autograder.engine.checking import CheckFailed, check, check_close, check_shape, close
-from autograder.engine.harness import call, seeded
+from autograder.engine.harness import call, seeded, standing_in
 
 SEED = 20210420  # the day RoFormer (Su et al.) appeared on arXiv
 # The graded functions: each check calls the student's function with the reference's others
@@ -113,14 +113,15 @@ def _exponent_mistakes(sin_exponent, cos_exponent):
             if exponent != "2i/d_model"]
 
 
-def _check_raises_value_error(function, args, name, on, reason):
-    """Check that function(*args) raises ValueError, silencing what it prints."""
+def _check_raises_value_error(function, args, name, on, reason, stand_ins=()):
+    """Check that function(*args) raises ValueError, silencing what it prints; ``stand_ins`` as for
+    ``harness.call``."""
     function_name = getattr(function, "__name__", "your function")
     with warnings.catch_warnings(), np.errstate(all="ignore"), \
-            contextlib.redirect_stderr(io.StringIO()):
+            contextlib.redirect_stderr(io.StringIO()), standing_in(function, stand_ins) as run:
         warnings.simplefilter("ignore")
         try:
-            function(*args)
+            run(*args)
         except ValueError:
             return
         except NotImplementedError:

@@ -12,7 +12,8 @@ token ids). Any correct implementation passes: only results are compared,
 never how they were computed.
 
 Later tasks may call earlier ones (``encode`` calls the cells, ``greedy_decode``
-calls ``encode`` and ``decode_step``). A later task is graded on its own: it is
+calls ``encode`` and ``decode_step``, a ``gru_cell`` may compute its candidate with
+``rnn_cell``). A later task is graded on its own: it is
 called with the reference's earlier functions standing in for the student's
 (``GRADED``), so that one mistake in ``gru_cell`` costs the points of
 ``gru_cell`` only.
@@ -129,7 +130,7 @@ def check_gru_cell(gru_cell):
         params = cell_params(rng, "gru", d_in, d_h)
         x, h = scale * rng.normal(size=(B, d_in)), rng.uniform(-1, 1, size=(B, d_h))
         name = f"gru_cell on {description}"
-        actual = call(gru_cell, x, h, params, on=description)
+        actual = call(gru_cell, x, h, params, on=description, stand_ins=GRADED)
         expected = reference.gru_cell(x, h, params)
         check_shape(actual, expected.shape, name)
         check(np.all(np.isfinite(actual)),

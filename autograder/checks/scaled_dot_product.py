@@ -103,7 +103,7 @@ def check_causal_mask(causal_mask):
     for T in (1, 2, 5):
         name = f"causal_mask({T})"
         expected = reference.causal_mask(T)
-        actual = call(causal_mask, T, on=f"T={T}")
+        actual = call(causal_mask, T, on=f"T={T}", stand_ins=GRADED)
         check_shape(actual, (T, T), name)
         if T > 1 and np.array_equal(actual, expected.T):
             check(False, f"{name} is transposed: query i (row) may attend to keys 0…i, "
@@ -118,7 +118,7 @@ def check_padding_mask(padding_mask):
         lengths = np.array(lengths)
         name = f"padding_mask({lengths.tolist()}, {T})"
         expected = reference.padding_mask(lengths, T)
-        actual = call(padding_mask, lengths, T, on=f"lengths={lengths.tolist()}, T={T}")
+        actual = call(padding_mask, lengths, T, on=f"lengths={lengths.tolist()}, T={T}", stand_ins=GRADED)
         check_shape(actual, (len(lengths), T), name)
         if np.array_equal(actual, ~expected):
             check(False, f"{name} is inverted: True marks the real tokens, positions < length.")

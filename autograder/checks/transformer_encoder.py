@@ -306,7 +306,7 @@ def check_embed(embed):
     for description, shape, V, d_model, scale in cases:
         tokens = rng.integers(0, V, size=shape)
         E = scale * rng.normal(size=(V, d_model))
-        actual = call(embed, tokens, E, on=description)
+        actual = call(embed, tokens, E, on=description, stand_ins=GRADED)
         expected = reference.embed(tokens, E)
         name = f"embed of {description}"
         check_shape(actual, expected.shape, name)

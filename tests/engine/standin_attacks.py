@@ -405,3 +405,31 @@ def rotary_embedding_via_sinusoidal_encoding(X, positions=None):
     out[..., 0::2] = X[..., 0::2] * cos - X[..., 1::2] * sin
     out[..., 1::2] = X[..., 0::2] * sin + X[..., 1::2] * cos
     return out
+
+
+# -- a right function built on a wrong earlier task: every call of a hidden check passes the stand-ins --------------
+
+
+def dot_score_scaled(h_t, H_s):
+    """Wrong: divides by √d, as scaled dot-product attention does (Luong's dot score does not)."""
+    return np.einsum("bd,bsd->bs", h_t, H_s) / np.sqrt(h_t.shape[-1])
+
+
+def general_score_via_dot_score(h_t, H_s, W_a):
+    """Right: (h_t W_a) · h_s, by the student's dot_score."""
+    return dot_score(h_t @ W_a, H_s)  # noqa: F821
+
+
+def rnn_cell_without_bias(x_t, h_prev, params):
+    """Wrong: leaves out b_h."""
+    return np.tanh(x_t @ params["W_xh"] + h_prev @ params["W_hh"])
+
+
+def gru_cell_via_rnn_cell(x_t, h_prev, params):
+    """Right: the GRU's candidate is an RNN step on the reset state, by the student's rnn_cell."""
+    def sigmoid(a):
+        return 1.0 / (1.0 + np.exp(-a))
+    z = sigmoid(x_t @ params["W_xz"] + h_prev @ params["W_hz"] + params["b_z"])
+    r = sigmoid(x_t @ params["W_xr"] + h_prev @ params["W_hr"] + params["b_r"])
+    candidate = rnn_cell(x_t, r * h_prev, {name: params[name] for name in ("W_xh", "W_hh", "b_h")})  # noqa: F821
+    return z * h_prev + (1.0 - z) * candidate

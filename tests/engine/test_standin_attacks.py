@@ -36,7 +36,10 @@ notebook or beside the sample implementations, graded by the real `grade` comman
   task before the checked one stands in); a right attention keeps its points beside a softmax that
   never returns on its scores, though its visible check ran out of time inside that softmax (a call
   where the function it was running then stands in runs it again); a right attention that prints
-  keeps its points beside a softmax whose prints used up the notebook's output allowance.
+  keeps its points beside a softmax whose prints used up the notebook's output allowance;
+- (the red team's third round, fixed) a right general_score built on a wrong dot_score, and a right
+  gru_cell on a wrong rnn_cell, keep their points: every call of a hidden check passes the stand-ins
+  (tests/course/checks/test_stand_ins_everywhere.py reads the checks for one that does not).
 """
 
 import json
@@ -215,6 +218,14 @@ STUDENTS = {  # student -> (assignment, notebook)
         **implementations("positional_encoding").CORRECT,
         "sinusoidal_encoding": implementations("positional_encoding").pe_exponent_i_over_d,
         "rotary_embedding": attacks.rotary_embedding_via_sinusoidal_encoding})),
+    # a right general_score built on a wrong dot_score, a right gru_cell on a wrong rnn_cell: called by their hidden
+    # checks without the stand-ins before the red team's third round
+    "general-score-via-wrong-dot-score": ("luong", lambda: submission("luong", {
+        **implementations("luong").CORRECT, "dot_score": attacks.dot_score_scaled,
+        "general_score": attacks.general_score_via_dot_score})),
+    "gru-cell-via-wrong-rnn-cell": ("rnn_encoder_decoder", lambda: submission("rnn_encoder_decoder", {
+        **implementations("rnn_encoder_decoder").CORRECT, "rnn_cell": attacks.rnn_cell_without_bias,
+        "gru_cell": attacks.gru_cell_via_rnn_cell})),
     **{f"softmax-wrong-attention-{way}": ("scaled_dot_product", lambda way=way: _with_cell(submission(
         "scaled_dot_product", {"softmax": implementations("scaled_dot_product").softmax_wrong_axis}),
         "scaled_dot_product_attention", WAYS[way]))
@@ -397,3 +408,13 @@ def test_a_function_that_prints_keeps_its_points_beside_a_neighbour_that_printed
     student = "printing-softmax-printing-attention"
     assert [_score(graded, student, check) for check in ("test_softmax", "test_attention", "test_attention_masks")] \
         == [2, 3, 3]
+
+
+@pytest.mark.parametrize("student, earlier, later, points", [
+    ("general-score-via-wrong-dot-score", "test_dot_score", "test_general_score", 1),
+    ("gru-cell-via-wrong-rnn-cell", "test_rnn_cell", "test_gru_cell", 3),
+])
+def test_a_right_function_on_a_wrong_earlier_task_keeps_its_points(graded, student, earlier, later, points):
+    assert _score(graded, student, earlier) == 0
+    assert _score(graded, student, later) == points, graded[0][student, later]["message"]
+    assert graded[0][student, later]["message"].startswith("Right when judged with a correct ")
