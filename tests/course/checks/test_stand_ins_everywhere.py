@@ -55,11 +55,25 @@ def _called_by_checks():
 
 def _first_task(module):
     """The name of the first graded function of ``module`` (the first of its stand-ins: ``GRADED``,
-    or ``FEATURE_MAP``), the one task with nothing before it to stand in."""
+    or ``FEATURE_MAP``, or the first task its exercise declares), the one task with nothing before
+    it to stand in."""
     for node in ast.parse((CHECKS / f"{module}.py").read_text()).body:
         if isinstance(node, ast.Assign) and {getattr(t, "id", None) for t in node.targets} & {"GRADED", "FEATURE_MAP"}:
             return node.value.elts[0].attr
-    return None
+    tasks = _tasks(module)
+    return next(iter(tasks.values()), None)
+
+
+def _tasks(module):
+    """The module-level names bound to a task its exercise declares (``name = exercise.task("f", ...)``),
+    with the task's function: ``Task.check`` and ``Task.judge`` always call it with the exercise's stand-ins."""
+    tasks = {}
+    for node in ast.parse((CHECKS / f"{module}.py").read_text()).body:
+        value = node.value if isinstance(node, ast.Assign) else None
+        if (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "task"
+                and value.args and isinstance(value.args[0], ast.Constant)):
+            tasks.update({target.id: value.args[0].value for target in node.targets if isinstance(target, ast.Name)})
+    return tasks
 
 
 def _passes_stand_ins(call, parameters):
@@ -79,6 +93,7 @@ def unguarded_calls(module):
         return []
     functions = _functions(module)
     first = _first_task(module)
+    tasks = _tasks(module)
     problems, queue, seen = [], [], set()
     for name, (owner, node) in functions.items():
         # the checks a notebook calls (check_* that no check calls) on the student's function, but the first task's
@@ -98,12 +113,16 @@ def unguarded_calls(module):
             if not isinstance(node, ast.Call):
                 continue
             callee = node.func.id if isinstance(node.func, ast.Name) else None
+            judged = (isinstance(node.func, ast.Attribute) and node.func.attr in ("check", "judge")
+                      and isinstance(node.func.value, ast.Name) and node.func.value.id in tasks)
             if callee in names:
                 problems.append((f"{where}:{node.lineno}", f"{callee} is called directly"))
             given = [(position, a) for position, a in enumerate(node.args)
                      if isinstance(a, ast.Name) and a.id in names]
             given += [(k.arg, k.value) for k in node.keywords if isinstance(k.value, ast.Name) and k.value.id in names]
             for position, argument in given:
+                if judged and position == 0:
+                    continue  # the engine calls it with the exercise's stand-ins
                 if callee in CALLERS and position == 0:
                     if not _passes_stand_ins(node, ["function", "stand_ins"] if callee == "standing_in" else []):
                         problems.append((f"{where}:{node.lineno}", f"{callee}({argument.id}, ...) without stand_ins"))
