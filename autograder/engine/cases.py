@@ -26,6 +26,12 @@ the hint (what is right; it names no cause).
 
 A mistake, a fact and an `expected` receive the case's arguments by name, bound to the
 reference's signature with its defaults (a mistake's lambda names the reference's parameters).
+
+Beyond that, where an output needs it: `where`, the positions judged (a padded encoder's outputs at
+real tokens); `requires`, facts checked before anything else (token ids are integers); `any_shape`,
+the shape checked after the mistakes (a decoding loop that stops early gives fewer tokens);
+`judge`, the comparison of a value that is no array (a cache: lists of dicts); and a task's own
+`stand_ins`, where its checks choose them.
 """
 
 import dataclasses
@@ -72,12 +78,21 @@ class Fact:
 class Output:
     """One output of a function that returns a tuple (or its only output: name None).
     `expected(got, **arguments)`, when given, is its right value computed from the student's
-    other outputs `got` (a dict by name), so one mistake is not counted twice."""
+    other outputs `got` (a dict by name), so one mistake is not counted twice.
+    `where(**arguments)`: the positions judged, a boolean array that broadcasts to the value (None:
+    all); elsewhere any value is right. `requires`: facts checked first, before the type and shape.
+    `any_shape`: the shape is checked after the mistakes and facts (a mistake may give another).
+    `judge(actual, wanted, name, **arguments)`: judges a value that is no array, instead of the
+    comparison (raises CheckFailed)."""
     name: str = None
     hint: str = ""
     mistakes: tuple = ()
     facts: tuple = ()
     expected: object = None
+    where: object = None
+    requires: tuple = ()
+    any_shape: bool = False
+    judge: object = None
 
 
 @dataclasses.dataclass
@@ -113,12 +128,15 @@ class Exercise:
         the exercise names (`stand_ins`, e.g. none where a memory rule must count every step)."""
         return tuple(task.reference for task in self.tasks) if self.stand_ins is None else tuple(self.stand_ins)
 
-    def task(self, name, *, outputs=None, hint="", mistakes=(), facts=(), order=None, graded=True):
+    def task(self, name, *, outputs=None, hint="", mistakes=(), facts=(), order=None, graded=True,
+             stand_ins=None, **output):
         """Declare the task whose function is `name` (the reference's of that name). `outputs`:
         a function that returns a tuple, its outputs in order; else one output with `hint`,
-        `mistakes` and `facts`. `order`: the names of the outputs in the order they are judged
-        (default: as returned). `graded` False: a function the checks call that is no task."""
-        task = Task(self, name, outputs, hint, mistakes, facts, order)
+        `mistakes`, `facts` and the other fields of `Output` (`output`: where, requires, any_shape,
+        judge). `order`: the names of the outputs in the order they are judged (default: as
+        returned). `graded` False: a function the checks call that is no task. `stand_ins`: the
+        stand-ins of this task's calls, where they are not the exercise's (`graded`)."""
+        task = Task(self, name, outputs, hint, mistakes, facts, order, stand_ins, output)
         if graded:
             self.tasks.append(task)
         return task
@@ -127,12 +145,14 @@ class Exercise:
 class Task:
     """A task: its function, its outputs, and what is known to be wrong with them."""
 
-    def __init__(self, exercise, name, outputs, hint, mistakes, facts, order):
+    def __init__(self, exercise, name, outputs, hint, mistakes, facts, order, stand_ins=None, output=None):
         self.exercise = exercise
         self.name = name
         self.reference = getattr(exercise.reference, name)
+        self.stand_ins = stand_ins
         self.tuple = outputs is not None
-        self.outputs = tuple(outputs) if self.tuple else (Output(None, hint, tuple(mistakes), tuple(facts)),)
+        self.outputs = tuple(outputs) if self.tuple else (
+            Output(None, hint, tuple(mistakes), tuple(facts), **(output or {})),)
         names = [output.name for output in self.outputs]
         self.order = [names.index(output) for output in order] if order else range(len(names))
 
@@ -151,7 +171,8 @@ class Task:
         """The student's result on `each` (the stand-ins answering for the other tasks)."""
         calling = call if each.memory_bytes is None else call_in_memory
         limit = {} if each.memory_bytes is None else {"limit_bytes": each.memory_bytes}
-        return calling(function, *each.args, on=each.description, stand_ins=self.exercise.graded,
+        stand_ins = self.exercise.graded if self.stand_ins is None else tuple(self.stand_ins)
+        return calling(function, *each.args, on=each.description, stand_ins=stand_ins,
                        **limit, **each.kwargs)
 
     def judge(self, function, each):
@@ -186,10 +207,20 @@ class Task:
 
     def _judge_output(self, output, index, actual, wanted, arguments, description):
         name = self._name(output, description)
+        for fact in output.requires:
+            fact.explain(actual, name, arguments)
+        if output.judge is not None:
+            return output.judge(actual, wanted, name, **arguments)
         wanted = np.asarray(wanted)
         if wanted.ndim == 0 and isinstance(actual, (int, float, np.number)) and not isinstance(actual, bool):
             actual = np.asarray(actual)  # a number, where one number is expected
-        check_shape(actual, wanted.shape, name)
+        check_shape(actual, wanted.shape if not output.any_shape else np.shape(actual), name)
+        reference = wanted
+        if output.where is not None and actual.shape == wanted.shape:
+            judged = np.broadcast_to(output.where(**arguments), wanted.shape)
+            wanted = np.where(judged, wanted, actual)  # elsewhere, the student's value is right
+        else:
+            judged = None
         if wanted.dtype == bool:
             check(actual.dtype == bool, f"{name} should be a boolean array, not {actual.dtype}.")
             if np.array_equal(actual, wanted):
@@ -197,12 +228,16 @@ class Task:
         elif close(actual, wanted):
             return
         mistakes = self._mistakes(output, index, arguments)
+        if judged is not None:
+            mistakes = [(np.where(judged, value, actual) if np.shape(value) == actual.shape else value, message)
+                        for value, message in mistakes]
         cause = named_cause(actual, wanted, mistakes, same=_same)
         if cause is not None:
             raise CheckFailed(f"{name}: {cause}.", cause=cause)
         for fact in output.facts:
             fact.explain(actual, name, arguments)
-        check(wanted.dtype == bool or np.all(np.isfinite(actual)) or not np.all(np.isfinite(wanted)),
+        check_shape(actual, wanted.shape, name)
+        check(wanted.dtype == bool or np.all(np.isfinite(actual)) or not np.all(np.isfinite(reference)),
               f"{name} contains NaN or inf.")
         raise CheckFailed(f"{name}: {shown(actual, wanted)}" + (f" ({output.hint})." if output.hint else "."))
 
