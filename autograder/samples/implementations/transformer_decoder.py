@@ -935,7 +935,7 @@ MISTAKES = {
                               "ignores the cache's src_mask"),
     "step-mutates-cache": ("decoder_step", step_mutates_cache, _STEP, "modified its input"),
     "step-returns-output-only": ("decoder_step", step_returns_output_only, _STEP,
-                                 "should return a pair (output, cache)"),
+                                 "should return a tuple (output, cache)"),
     "step-recomputes-prefix": ("decoder_step", step_recomputes_prefix, _STEP, "is not a cache"),
     "cache-not-supported": ("greedy_decode", cache_not_supported, _CACHE,
                             "unexpected keyword argument 'use_cache'"),
