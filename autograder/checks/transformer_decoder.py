@@ -1,25 +1,10 @@
-"""Hidden checks for the Transformer decoder exercise, as case tables (`engine.cases`).
+"""Hidden checks for the Transformer decoder exercise, as case tables (`engine.cases`): each task's known
+mistakes are the reference with one step changed (`_layer`, `_decoder`, `_logits`, `_greedy`, `_step`).
 
-Each task declares what is right (the reference in ``solutions/``) and the mistakes it knows, each
-the reference with one step changed (a mask ignored, swapped or transposed, the attention over the
-memory taking its keys or values from the decoder, sub-layers in the wrong order, a missing
-residual connection, pre-LN instead of post-LN, probabilities instead of logits, ``E`` instead of
-``E.T``, BOS in the output, finished rows not padded with EOS, decoding that stops at the wrong
-time, a cache step that forgets the past or embeds the token at the wrong position); each check
-lists its cases.
-
-The cache is plain data, so ``check_decoder_step`` builds, with the reference, caches of prefixes
-the notebook never saw and calls the student's ``decoder_step`` on them: its output must be the
-decoder's at the newest position, its returned cache the reference's, and the cache it was given
-must come back unchanged. A step that recomputes the prefix from tokens kept elsewhere, or that
-keeps anything but the keys and values in the cache, cannot pass.
-
-Later tasks call earlier ones (``decoder`` calls ``decoder_layer``, ``transformer_logits`` calls
-``decoder``, ``greedy_decode`` calls ``decoder`` or ``init_decoder_cache`` and ``decoder_step``);
-each is judged with the reference's versions of the earlier ones standing in, so that one mistake
-in ``decoder_layer`` costs the points of ``decoder_layer`` only. ``greedy_decode`` may call
-``transformer_logits``, which its reference does not: its checks name the tasks that stand in (the
-cache's tasks only in the check after theirs).
+The cache is plain data: ``check_decoder_step`` calls the student's step on the reference's caches of prefixes
+the notebook never saw, so a step that recomputes the prefix from tokens kept elsewhere cannot pass. Each task is
+judged with the reference's earlier tasks standing in; ``greedy_decode``'s checks name theirs (the cache's tasks
+only in the check after theirs).
 """
 
 import math
@@ -42,38 +27,27 @@ CACHED_STAND_INS = (*GREEDY_STAND_INS, reference.init_decoder_cache, reference.d
 
 
 # -- inputs ------------------------------------------------------------------
-
-def attention_params(rng, d):
-    params = {f"W_{n}": rng.normal(size=(d, d)) / np.sqrt(d) for n in "qkvo"}
-    params.update({f"b_{n}": 0.3 * rng.normal(size=d) for n in "qkvo"})
-    return params
+DECODER_LAYER = ("self_attn", "norm1", "cross_attn", "norm2", "ffn", "norm3")
+ENCODER_LAYER = ("self_attn", "norm1", "ffn", "norm2")
 
 
-def norm_params(rng, d):
-    """gamma and beta far enough from 1 and 0 that swapping two norms shows."""
-    return {"gamma": 1.0 + 0.3 * rng.normal(size=d), "beta": 0.3 * rng.normal(size=d)}
-
-
-def ffn_params(rng, d, d_ff):
-    return {"W_1": rng.normal(size=(d, d_ff)) / np.sqrt(d), "b_1": 0.3 * rng.normal(size=d_ff),
-            "W_2": rng.normal(size=(d_ff, d)) / np.sqrt(d_ff), "b_2": 0.3 * rng.normal(size=d)}
-
-
-def decoder_layer_params(rng, d, d_ff):
-    return {"self_attn": attention_params(rng, d), "norm1": norm_params(rng, d),
-            "cross_attn": attention_params(rng, d), "norm2": norm_params(rng, d),
-            "ffn": ffn_params(rng, d, d_ff), "norm3": norm_params(rng, d)}
-
-
-def encoder_layer_params(rng, d, d_ff):
-    return {"self_attn": attention_params(rng, d), "norm1": norm_params(rng, d),
-            "ffn": ffn_params(rng, d, d_ff), "norm2": norm_params(rng, d)}
+def layer_params(rng, d, d_ff, parts):
+    """A layer's parameters, drawn in the order of `parts` (gamma, beta far enough from 1, 0 that swaps show)."""
+    def draw(part):
+        if part.endswith("attn"):
+            return {**{f"W_{n}": rng.normal(size=(d, d)) / np.sqrt(d) for n in "qkvo"},
+                    **{f"b_{n}": 0.3 * rng.normal(size=d) for n in "qkvo"}}
+        if part == "ffn":
+            return {"W_1": rng.normal(size=(d, d_ff)) / np.sqrt(d), "b_1": 0.3 * rng.normal(size=d_ff),
+                    "W_2": rng.normal(size=(d_ff, d)) / np.sqrt(d_ff), "b_2": 0.3 * rng.normal(size=d)}
+        return {"gamma": 1.0 + 0.3 * rng.normal(size=d), "beta": 0.3 * rng.normal(size=d)}
+    return {part: draw(part) for part in parts}
 
 
 def model_params(rng, V, d, d_ff, n_enc, n_dec, embedding_scale=1.0):
     return {"embedding": embedding_scale * rng.normal(size=(V, d)),
-            "encoder_layers": [encoder_layer_params(rng, d, d_ff) for _ in range(n_enc)],
-            "decoder_layers": [decoder_layer_params(rng, d, d_ff) for _ in range(n_dec)]}
+            "encoder_layers": [layer_params(rng, d, d_ff, ENCODER_LAYER) for _ in range(n_enc)],
+            "decoder_layers": [layer_params(rng, d, d_ff, DECODER_LAYER) for _ in range(n_dec)]}
 
 
 def _source_mask(lengths, S):
@@ -81,29 +55,25 @@ def _source_mask(lengths, S):
 
 
 # -- the reference with one step changed ---------------------------------------------
-
-def _layer(*, order=("self", "cross", "ffn"), residual=("self", "cross", "ffn"), pre_ln=False, cross_inputs="ymm",
+def _layer(*, order=("self", "cross", "ffn"), residual=("self", "cross", "ffn"), pre_ln=False, qkv="ymm",
            masks=("self", "memory"), cross_params="cross_attn", norms=("norm1", "norm2", "norm3")):
-    """The decoder layer with one step changed (a mistake's value). order: the sub-layers in the
-    order they run; residual: those with a residual connection; pre_ln: X + sublayer(layer_norm(X));
-    cross_inputs: where the cross-attention's queries, keys and values come from ("y" decoder, "m"
-    memory); masks: the masks given to the self- and cross-attention; cross_params: the
-    cross-attention's parameters; norms: the norms after the self-attention, cross-attention, FFN."""
+    """The decoder layer with one step changed (a mistake's value): the sub-layers' order, which have a residual,
+    pre-LN, where the cross-attention's queries, keys and values come from (qkv: "y" decoder, "m" memory), the
+    masks of the two attentions, the cross-attention's parameters, the norms after each sub-layer."""
     def gives(Y, memory, params, num_heads, self_mask, memory_mask):
         given = {"self": self_mask, "memory": memory_mask, None: None}
-        norm_of = dict(zip(("self", "cross", "ffn"), norms))
 
         def sublayer(name, X):
             if name == "self":
                 return multi_head_attention(X, X, X, params["self_attn"], num_heads, given[masks[0]])[0]
             if name == "cross":
-                q, k, v = ({"y": X, "m": memory}[c] for c in cross_inputs)
+                q, k, v = ({"y": X, "m": memory}[c] for c in qkv)
                 return multi_head_attention(q, k, v, params[cross_params], num_heads, given[masks[1]])[0]
             return position_wise_ffn(X, params["ffn"])
 
         X = Y
         for name in order:
-            norm = params[norm_of[name]]
+            norm = params[norms[("self", "cross", "ffn").index(name)]]
             if pre_ln:
                 X = X + sublayer(name, layer_norm(X, **norm))
             else:
@@ -113,9 +83,8 @@ def _layer(*, order=("self", "cross", "ffn"), residual=("self", "cross", "ffn"),
 
 
 def _decoder(*, causal="lower", src_mask_on=True, embedding="embed", layers="all"):
-    """The decoder with one step changed. causal: "lower" (right), "none", "upper" or "strict";
-    src_mask_on False drops the source mask; embedding: "embed", "unscaled", "no_position" or
-    "bare"; layers: "all", "reversed", "first" or "last"."""
+    """The decoder with one step changed: the causal mask ("lower" is right), the source mask dropped, the
+    embedding ("embed" is right), the layers that run ("all" is right)."""
     def gives(tgt_tokens, memory, params, num_heads, src_mask):
         E = params["embedding"]
         T, d = np.shape(tgt_tokens)[1], E.shape[1]
@@ -138,20 +107,17 @@ def _logits(*, output="E.T", encoder_mask=True, decoder_mask=True, memory="encod
         states = encoder(src_tokens, params, num_heads, src_mask if encoder_mask else None) \
             if memory == "encoder" else embed(src_tokens, E)
         out = reference.decoder(tgt_tokens, states, params, num_heads, src_mask if decoder_mask else None)
-        logits = {"E.T": lambda: out @ E.T, "E": lambda: out @ E, "scaled": lambda: out @ E.T * math.sqrt(E.shape[1])}
-        logits = logits[output]()
-        if softmax is None:
-            return logits
-        shift = logits - logits.max(axis=-1, keepdims=True)
-        log_probabilities = shift - np.log(np.exp(shift).sum(axis=-1, keepdims=True))
-        return np.exp(log_probabilities) if softmax == "exp" else log_probabilities
+        logits = out @ (E if output == "E" else E.T) * (math.sqrt(E.shape[1]) if output == "scaled" else 1.0)
+        if softmax:  # the log-softmax of the logits, or its exp
+            shift = logits - logits.max(axis=-1, keepdims=True)
+            logits = shift - np.log(np.exp(shift).sum(axis=-1, keepdims=True))
+        return np.exp(logits) if softmax == "exp" else logits
     return gives
 
 
 def _greedy(*, pad=True, stop="all", feed="prefix", read="last", mask=True, bos=False):
-    """Greedy decoding with one step changed. pad: finished rows produce EOS; stop: "all" (right),
-    "first", "any" or "never"; feed: "prefix" or "last" (the decoder sees only the last token);
-    read: the logits of the "last" or "first" position; mask False drops src_mask; bos: keep BOS."""
+    """Greedy decoding with one step changed: finished rows padded with EOS or not, when it stops ("all" rows
+    finished is right), what the decoder reads, which position's logits, src_mask dropped, BOS kept."""
     def gives(src_tokens, params, num_heads, bos_id, eos_id, max_len, src_mask, use_cache):
         src_mask = src_mask if mask else None
         memory = encoder(src_tokens, params, num_heads, src_mask)
@@ -171,9 +137,8 @@ def _greedy(*, pad=True, stop="all", feed="prefix", read="last", mask=True, bos=
 
 
 def _step(*, position="t", scale=True, past=True, kv_from="layer", src_mask_on=True):
-    """The step's output with one step changed. position: "t" (right), "zero" or "next"; scale False
-    drops √d_model; past False attends to the newest position only; kv_from "embedding": every
-    layer's keys and values from the embedded token; src_mask_on False ignores the cache's mask."""
+    """The step's output with one step changed: the token's position ("t" is right), √d_model dropped, the past
+    forgotten, every layer's keys and values from the embedded token, the cache's src_mask ignored."""
     def gives(token, cache, params, num_heads):
         E = params["embedding"]
         d, t = E.shape[1], cache[0]["k"].shape[2]
@@ -185,8 +150,7 @@ def _step(*, position="t", scale=True, past=True, kv_from="layer", src_mask_on=T
             if past:
                 k, v = np.concatenate([kept["k"], k], axis=2), np.concatenate([kept["v"], v], axis=2)
             x = layer_norm(x + reference._attend(x, own, k, v, num_heads), **layer["norm1"])
-            mask = kept["src_mask"] if src_mask_on else None
-            mask = None if mask is None else mask[:, None, None, :]
+            mask = kept["src_mask"][:, None, None, :] if src_mask_on and kept["src_mask"] is not None else None
             x = layer_norm(x + reference._attend(x, layer["cross_attn"], kept["memory_k"], kept["memory_v"],
                                                  num_heads, mask), **layer["norm2"])
             x = layer_norm(x + position_wise_ffn(x, layer["ffn"]), **layer["norm3"])
@@ -195,28 +159,23 @@ def _step(*, position="t", scale=True, past=True, kv_from="layer", src_mask_on=T
 
 
 # -- the cache ---------------------------------------------------------------------
-
 CACHE_KEYS = {"memory_k", "memory_v", "k", "v", "src_mask"}
-_CACHE_RULES = {"memory_k": "split_heads(memory @ W_k + b_k, h) with the weights of params[\"cross_attn\"]",
-                "memory_v": "split_heads(memory @ W_v + b_v, h) with the weights of params[\"cross_attn\"]",
-                "k": "the keys and values of the positions so far, the newest appended last",
-                "v": "the keys and values of the positions so far, the newest appended last"}
 
 
 def _check_cache(actual, expected, name, params, memory=None, **_):
     """`actual` holds exactly the keys, shapes and values of the cache `expected` (an output's `judge`)."""
     check(isinstance(actual, list) and all(isinstance(kept, dict) for kept in actual),
-          f"{name} should be a list with one dict per decoder layer, but it is a {type(actual).__name__}"
-          + (f" of {type(actual[0]).__name__}" if isinstance(actual, list) and actual else "") + ".")
+          f"{name} should be a list with one dict per decoder layer, not a {type(actual).__name__} of other values.")
     check(len(actual) == len(expected), f"{name} has {len(actual)} layers, but the decoder has {len(expected)}: "
                                         "one dict per layer of params[\"decoder_layers\"].")
     for i, (kept, right, layer) in enumerate(zip(actual, expected, params["decoder_layers"])):
         where = f"{name}, layer {i},"
-        extra, missing = sorted(set(kept) - CACHE_KEYS), sorted(CACHE_KEYS - set(kept))
-        check(not extra, f"{where} holds {extra}: a cache holds exactly memory_k, memory_v, k, v and src_mask, and "
-                         "nothing else (a step that keeps the tokens to recompute the prefix is not a cache).")
-        check(not missing, f"{where} has no {missing}: a cache holds exactly memory_k, memory_v, k, v and src_mask.")
-        for key, rule in _CACHE_RULES.items():
+        check(set(kept) <= CACHE_KEYS, f"{where} holds {sorted(set(kept) - CACHE_KEYS)}: a cache holds exactly "
+                                       "memory_k, memory_v, k, v and src_mask, and nothing else (a step that keeps "
+                                       "the tokens to recompute the prefix is not a cache).")
+        check(CACHE_KEYS <= set(kept), f"{where} has no {sorted(CACHE_KEYS - set(kept))}: a cache holds exactly "
+                                       "memory_k, memory_v, k, v and src_mask.")
+        for key in ("memory_k", "memory_v", "k", "v"):
             value, wanted = kept[key], right[key]
             check(isinstance(value, np.ndarray), f"{where} {key} should be a NumPy array, but it is a "
                                                  f"{type(value).__name__}.")
@@ -232,46 +191,39 @@ def _check_cache(actual, expected, name, params, memory=None, **_):
                  "by the attention over the memory, params[\"cross_attn\"]")]
             cause = named_cause(value, wanted, mistakes)
             check(cause is None, f"{where} {cause}.")
-            check(close(value, wanted), f"{where} {key} is wrong: it should be {rule}.")
+            check(close(value, wanted), f"{where} {key} is wrong: it should be " + (
+                f"split_heads(memory @ W_{key[-1]} + b_{key[-1]}, h) with the weights of params[\"cross_attn\"]."
+                if key.startswith("memory") else "the keys and values of the positions so far, the newest last."))
         mask, right_mask = kept["src_mask"], right["src_mask"]
-        if right_mask is None:
-            check(mask is None, f"{where} src_mask should be None when no source mask is given.")
-        else:
-            check(mask is not None, f"{where} src_mask is None: keep the source's padding mask (B, S) in the cache, "
-                                    "the attention over the memory needs it.")
-            check(isinstance(mask, np.ndarray) and mask.shape == right_mask.shape
-                  and np.array_equal(mask.astype(bool), right_mask),
-                  f"{where} src_mask should be the source's padding mask, shape {right_mask.shape}, as it was given.")
-
-
-def cache_for(tgt_tokens, memory, params, num_heads, src_mask=None):
-    """The reference cache after decoding `tgt_tokens (B, t)`: a prefix the notebook never saw."""
-    cache = reference.init_decoder_cache(memory, params, num_heads, src_mask)
-    for t in range(tgt_tokens.shape[1]):
-        _, cache = reference.decoder_step(tgt_tokens[:, t], cache, params, num_heads)
-    return cache
+        check(right_mask is not None or mask is None, f"{where} src_mask should be None without a source mask.")
+        check(right_mask is None or mask is not None, f"{where} src_mask is None: keep the source's padding mask "
+                                                      "(B, S) in the cache, the attention over the memory needs it.")
+        check(right_mask is None or isinstance(mask, np.ndarray) and mask.shape == right_mask.shape
+              and np.array_equal(mask.astype(bool), right_mask),
+              f"{where} src_mask should be the source's padding mask, shape {np.shape(right_mask)}, as it was given.")
 
 
 # -- the tasks -----------------------------------------------------------------------
-
 _ORDER = "the sub-layers are in the wrong order: first the masked self-attention, then the attention over the " \
          "memory, then the FFN"
-_OVER_MEMORY = "keys and values both come from memory, only the queries from the decoder"
+_KV = "keys and values both come from memory, only the queries from the decoder"
 _RESIDUAL = "add the sub-layer's input to its output before layer_norm"
 _EMBED = "use embed(tgt_tokens, E), E[tokens] · √d_model + PE"
 _EVERY_LAYER = "apply every layer of params[\"decoder_layers\"], each to the previous one's output"
 _STOP = "it stopped once a row had produced eos_id: go on until every row has produced it or max_len tokens are out"
-_TOKEN_IDS = [
-    Fact("{name} is an array of shape (B, L, V): return the token ids (the argmax over the vocabulary at each "
-         "step), shape (B, L), not logits or probabilities.",
+_CACHE_RULE = "the tokens with use_cache=True differ from greedy decoding: start from init_decoder_cache(memory, " \
+              "params, num_heads, src_mask) and at each step call decoder_step on the newest token only, with the " \
+              "cache it returned last"
+_TOKENS = dict(any_shape=True, facts=[  # ids of at most max_len tokens per row; a loop may stop early
+    Fact("{name} holds more than max_len={max_len} tokens: greedy_decode produces at most max_len.",
+         lambda actual, max_len, **_: actual.shape[1] <= max_len)], requires=[
+    Fact("{name} is an array of shape (B, L, V): return the token ids, shape (B, L), not logits or probabilities.",
          lambda actual, **_: not (isinstance(actual, np.ndarray) and actual.ndim == 3)),
     Fact("{name} should be an integer array (token ids): the argmax of the logits at each step.",
          lambda actual, **_: not isinstance(actual, np.ndarray) or np.issubdtype(actual.dtype, np.integer)),
     Fact("{name} should have shape (B, L): one row of token ids per source.",
          lambda actual, src_tokens, **_: not isinstance(actual, np.ndarray)
-         or (actual.ndim == 2 and len(actual) == len(src_tokens)))]
-_AT_MOST_MAX_LEN = [Fact("{name} holds more than max_len={max_len} tokens: greedy_decode produces at most max_len.",
-                         lambda actual, max_len, **_: actual.shape[1] <= max_len)]
+         or (actual.ndim == 2 and len(actual) == len(src_tokens)))])
 # Mistakes of the decoding loop, which a correct cache reproduces: graded by check_greedy_decode.
 LOOP_MISTAKES = [
     Mistake("a row that has produced eos_id keeps producing eos_id: fill the rest of a finished row with eos_id",
@@ -298,14 +250,12 @@ layer = exercise.task(
         Mistake("the masks are swapped: self_mask goes to the self-attention, memory_mask to the attention over the "
                 "memory", _layer(masks=("memory", "self"))),
         Mistake("the second attention attends over the decoder's own states: its keys and values come from memory "
-                "(the encoder's output), its queries from the decoder", _layer(cross_inputs="yyy")),
-        Mistake(f"the keys of the attention over the memory come from the decoder: {_OVER_MEMORY}",
-                _layer(cross_inputs="yym")),
-        Mistake(f"the values of the attention over the memory come from the decoder: {_OVER_MEMORY}",
-                _layer(cross_inputs="ymy")),
+                "(the encoder's output), its queries from the decoder", _layer(qkv="yyy")),
+        Mistake(f"the keys of the attention over the memory come from the decoder: {_KV}", _layer(qkv="yym")),
+        Mistake(f"the values of the attention over the memory come from the decoder: {_KV}", _layer(qkv="ymy")),
         Mistake("the attention over the memory takes its queries from memory and its keys and values from the "
                 "decoder: it is the other way round, multi_head_attention(X, memory, memory, ...)",
-                _layer(cross_inputs="myy")),
+                _layer(qkv="myy")),
         Mistake(_ORDER, _layer(order=("cross", "self", "ffn"), norms=("norm2", "norm1", "norm3"))),
         Mistake(_ORDER, _layer(order=("cross", "self", "ffn"))),
         Mistake(_ORDER, _layer(order=("ffn", "self", "cross"), norms=("norm2", "norm3", "norm1"))),
@@ -326,8 +276,7 @@ layer = exercise.task(
                 "memory, norm3 after the FFN", _layer(norms=("norm1", "norm3", "norm2")))])
 decoder = exercise.task(
     "decoder", hint="embed the targets with embed, then apply each layer of params[\"decoder_layers\"] with "
-                    "self_mask=causal_mask(T) and the source mask as memory_mask",
-    mistakes=[
+                    "self_mask=causal_mask(T) and the source mask as memory_mask", mistakes=[
         Mistake("the decoder does not apply the causal mask: pass causal_mask(T) as self_mask, so that position t "
                 "cannot see the later targets", _decoder(causal="none")),
         Mistake("the causal mask is transposed: it is True on and below the diagonal (causal_mask(T)), so that "
@@ -345,8 +294,7 @@ decoder = exercise.task(
         Mistake(f"only the first layer is applied: {_EVERY_LAYER}", _decoder(layers="first")),
         Mistake(f"only the last layer is applied: {_EVERY_LAYER}", _decoder(layers="last"))])
 logits = exercise.task(
-    "transformer_logits", hint="they are decoder(tgt, encoder(src)) @ E.T, with the source mask given to both",
-    mistakes=[
+    "transformer_logits", hint="they are decoder(tgt, encoder(src)) @ E.T, the source mask given to both", mistakes=[
         Mistake("these are probabilities: return the logits, decoder output @ E.T, without a softmax",
                 _logits(softmax="exp")),
         Mistake("these are log-probabilities: return the logits, decoder output @ E.T, without a (log-)softmax",
@@ -364,7 +312,7 @@ logits = exercise.task(
         Mistake("the decoder attends over the embedded source: run the encoder and give its output to the decoder "
                 "as memory", _logits(memory="embedded"))])
 greedy = exercise.task(
-    "greedy_decode", stand_ins=GREEDY_STAND_INS, requires=_TOKEN_IDS, facts=_AT_MOST_MAX_LEN, any_shape=True,
+    "greedy_decode", stand_ins=GREEDY_STAND_INS, **_TOKENS,
     hint="at each step, the next token comes from the decoder's output at the last position of the whole prefix "
          "(BOS and every token so far), as the argmax of its logits (@ E.T)",
     mistakes=[*LOOP_MISTAKES,
@@ -395,33 +343,24 @@ step = exercise.task("decoder_step", outputs=[
                 "source's padding", _step(src_mask_on=False))]),
     Output("cache", judge=_check_cache)])
 cached_greedy = exercise.task(
-    "greedy_decode", graded=False, stand_ins=CACHED_STAND_INS, requires=_TOKEN_IDS, facts=_AT_MOST_MAX_LEN,
-    any_shape=True, mistakes=LOOP_MISTAKES,
-    hint="the tokens with use_cache=True differ from greedy decoding: start from init_decoder_cache(memory, params, "
-         "num_heads, src_mask) and at each step call decoder_step on the newest token only, with the cache it "
-         "returned last")
+    "greedy_decode", graded=False, stand_ins=CACHED_STAND_INS, **_TOKENS, mistakes=LOOP_MISTAKES, hint=_CACHE_RULE)
 
 
 # -- the checks ----------------------------------------------------------------------
-
 def check_decoder_layer(function):
     rng = seeded(SEED)
     cases = []
-    for description, B, T, S, d, h, lengths, shapes in [  # B, T, S, d_model, heads, source lengths, mask shapes
-            ("B=2 targets of T=4 over a memory of S=4 (one source padded to 2), 2 heads", 2, 4, 4, 8, 2, [4, 2],
-             "plain"),
-            ("B=3 targets of T=3 over a memory of S=5 (sources of 5, 3 and 1), 4 heads", 3, 3, 5, 8, 4, [5, 3, 1],
-             "plain"),
-            ("B=1 target of T=5 over S=2 with no masks, 1 head", 1, 5, 2, 6, 1, None, "none"),
-            ("B=2, T=3, S=4 with masks of shape (1, 1, T, T) and (B, 1, T, S), 2 heads", 2, 3, 4, 8, 2, [3, 4],
-             "full")]:
-        params = decoder_layer_params(rng, d, 2 * d)
+    for description, B, T, S, d, h, lengths, full in [  # B, T, S, d_model, heads, source lengths, 4-D masks
+            ("B=2 targets of T=4 over a memory of S=4 (one source padded to 2), 2 heads", 2, 4, 4, 8, 2, [4, 2], 0),
+            ("B=3 targets of T=3 over a memory of S=5 (sources of 5, 3 and 1), 4 heads", 3, 3, 5, 8, 4, [5, 3, 1], 0),
+            ("B=1 target of T=5 over S=2 with no masks, 1 head", 1, 5, 2, 6, 1, None, 0),
+            ("B=2, T=3, S=4 with masks of shape (1, 1, T, T) and (B, 1, T, S), 2 heads", 2, 3, 4, 8, 2, [3, 4], 1)]:
+        params = layer_params(rng, d, 2 * d, DECODER_LAYER)
         Y, memory = rng.normal(size=(B, T, d)), rng.normal(size=(B, S, d))
-        masks = {}
-        if lengths is not None:
-            masks = {"self_mask": causal_mask(T), "memory_mask": padding_mask(np.array(lengths), S)[:, None, None, :]}
-        if shapes == "full":
-            masks = {"self_mask": masks["self_mask"][None, None],
+        masks = {} if lengths is None else {"self_mask": causal_mask(T),
+                                            "memory_mask": padding_mask(np.array(lengths), S)[:, None, None, :]}
+        if full:
+            masks = {"self_mask": causal_mask(T)[None, None],
                      "memory_mask": np.broadcast_to(masks["memory_mask"], (B, 1, T, S)).copy()}
         cases.append(case(description, Y, memory, params, h, **masks))
     layer.check(function, cases)
@@ -429,21 +368,18 @@ def check_decoder_layer(function):
 
 def check_decoder(function):
     rng = seeded(SEED + 1)
-    decoder.check(function, [
-        case(description, *_decoder_inputs(rng, B, T, S, V, d, n), h, **_source_mask(lengths, S))
-        for description, B, T, S, V, d, h, n, lengths in [  # B, T, S, V, d_model, heads, layers, source lengths
+    cases = []
+    for description, B, T, S, V, d, h, n, lengths in [  # B, T, S, V, d_model, heads, layers, source lengths
             ("B=2 targets of T=5 with 2 layers, 2 heads, sources of 4 and 2 (S=4)", 2, 5, 4, 7, 8, 2, 2, [4, 2]),
             ("B=3 targets of T=3 with 1 layer, 4 heads, sources of 5, 1 and 3 (S=5)", 3, 3, 5, 6, 8, 4, 1, [5, 1, 3]),
             ("B=1 target of T=4 with 3 layers and no source mask", 1, 4, 3, 5, 6, 2, 3, None),
             ("B=2 targets of T=1 (only BOS) with 2 layers", 2, 1, 3, 5, 8, 2, 2, [3, 2]),
             # without layers the decoder calls no decoder_layer: judged whatever that task's state
-            ("B=2 targets of T=3 with no layers (the embedding alone)", 2, 3, 4, 6, 8, 2, 0, [4, 1])]])
-
-
-def _decoder_inputs(rng, B, T, S, V, d, n):
-    """(tgt_tokens, memory, params), drawn in the order of the first checks."""
-    params = model_params(rng, V, d, 2 * d, 0, n)
-    return rng.integers(0, V, size=(B, T)), rng.normal(size=(B, S, d)), params
+            ("B=2 targets of T=3 with no layers (the embedding alone)", 2, 3, 4, 6, 8, 2, 0, [4, 1])]:
+        params = model_params(rng, V, d, 2 * d, 0, n)
+        tgt, memory = rng.integers(0, V, size=(B, T)), rng.normal(size=(B, S, d))
+        cases.append(case(description, tgt, memory, params, h, **_source_mask(lengths, S)))
+    decoder.check(function, cases)
 
 
 def check_transformer_logits(function):
@@ -462,8 +398,7 @@ def check_transformer_logits(function):
 
 
 def copy_problem(lengths, bos_id, eos_id, seed, reverse=False):
-    """Sources for the copy model (or the reverse model): letters, then EOS, then padding.
-    Letters are the tokens other than BOS and EOS; `lengths` counts them."""
+    """Sources for the copy (or reverse) model: `lengths` letters (not BOS nor EOS), EOS, padding."""
     rng = np.random.default_rng(seed)
     letters = np.array([v for v in range(16) if v not in (bos_id, eos_id)])
     S = max(lengths) + 1
@@ -472,16 +407,14 @@ def copy_problem(lengths, bos_id, eos_id, seed, reverse=False):
         row = list(rng.choice(letters, size=n)) + [eos_id]
         src[b, :n + 1] = row[::-1] if reverse else row
         src[b, n + 1:] = rng.choice(letters)  # padding: any token, hidden by the mask
-    model = reference.copy_model(reverse_length=S if reverse else None)
-    return src, model, padding_mask(np.array(lengths) + 1, S)
+    return src, reference.copy_model(reverse_length=S if reverse else None), padding_mask(np.array(lengths) + 1, S)
 
 
 def random_problem(seed, B, S, lengths, V=12, d=8, n_enc=1, n_dec=2):
     """A random model (small embeddings, so that the tokens depend on the positions)."""
     rng = np.random.default_rng(seed)
     params = model_params(rng, V, d, 2 * d, n_enc, n_dec, embedding_scale=0.1)
-    src = rng.integers(0, V, size=(B, S))
-    return src, params, None if lengths is None else padding_mask(np.array(lengths), S)
+    return rng.integers(0, V, size=(B, S)), params, None if lengths is None else padding_mask(np.array(lengths), S)
 
 
 # The random models' seeds were picked so that each known mistake changes their tokens.
@@ -512,13 +445,8 @@ def check_greedy_decode(function):
 
 
 def check_greedy_decode_cache(function):
-    """The tokens with use_cache=True are those of greedy decoding, or those of the same mistake of the
-    decoding loop (graded by check_greedy_decode) as without the cache.
-
-    Whether the cache is a cache (the newest position only, not the prefix again) is graded by
-    check_decoder_step, which calls decoder_step on caches of prefixes the notebook never saw: tokens
-    alone cannot tell.
-    """
+    """The tokens with use_cache=True are greedy decoding's, or the same loop mistake's as without the cache (graded
+    by check_greedy_decode). Whether the cache is a cache is graded by check_decoder_step: tokens cannot tell."""
     # The random models first: on them a wrong step gives different tokens.
     cases = [("a random model with 2 decoder layers whose third row finishes after 4 steps",
               lambda: random_problem(SEED + 25, 3, 5, [5, 2, 3]), 2, 0, 7, 8, True), *GREEDY_CASES[::-1]]
@@ -530,12 +458,11 @@ def check_greedy_decode_cache(function):
             if failure.cause not in {mistake.message for mistake in LOOP_MISTAKES}:
                 raise
             try:  # the loop's mistake, with a right cache, gives the same tokens without it
-                plain = {key: value for key, value in each.kwargs.items() if key != "use_cache"}
-                cached_greedy.judge(function, case(each.description, *each.args, **plain))
+                cached_greedy.judge(function, _greedy_case(each.description, *problem))
             except CheckFailed as without:
                 if without.cause == failure.cause:
                     continue
-            raise CheckFailed(f"greedy_decode on {each.description}: {cached_greedy.outputs[0].hint}.") from None
+            raise CheckFailed(f"greedy_decode on {each.description}: {_CACHE_RULE}.") from None
 
 
 def check_init_decoder_cache(function):
@@ -564,6 +491,8 @@ def check_decoder_step(function):
              1, 3, 6, 1, 2, 2, None)]:
         params = model_params(rng, 9, d, 2 * d, 0, n_dec)
         memory, tgt = rng.normal(size=(B, S, d)), rng.integers(0, 9, size=(B, t + 1))
-        cache = cache_for(tgt[:, :t], memory, params, h, _source_mask(lengths, S).get("src_mask"))
+        cache = reference.init_decoder_cache(memory, params, h, _source_mask(lengths, S).get("src_mask"))
+        for position in range(t):  # the reference's cache of a prefix the notebook never saw
+            _, cache = reference.decoder_step(tgt[:, position], cache, params, h)
         cases.append(case(description, tgt[:, t], cache, params, h))
     step.check(function, cases)

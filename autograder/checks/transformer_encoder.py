@@ -226,7 +226,8 @@ def check_layer_norm(function):
         ("a vector whose entries are all equal", constant, {}),
     ]
     layer_norm_task.check(function, [case(description, X, 1.0 + 0.5 * rng.normal(size=X.shape[-1]),
-                                          rng.normal(size=X.shape[-1]), **options) for description, X, options in inputs])
+                                          rng.normal(size=X.shape[-1]), **options)
+                                     for description, X, options in inputs])
 
 
 def check_position_wise_ffn(function):
