@@ -165,7 +165,7 @@ CACHE_KEYS = {"memory_k", "memory_v", "k", "v", "src_mask"}
 def _check_cache(actual, expected, name, params, memory=None, **_):
     """`actual` holds exactly the keys, shapes and values of the cache `expected` (an output's `judge`)."""
     check(isinstance(actual, list) and all(isinstance(kept, dict) for kept in actual),
-          f"{name} should be a list with one dict per decoder layer, not a {type(actual).__name__} of other values.")
+          f"{name} should be a list with one dict per decoder layer, not this {type(actual).__name__}.")
     check(len(actual) == len(expected), f"{name} has {len(actual)} layers, but the decoder has {len(expected)}: "
                                         "one dict per layer of params[\"decoder_layers\"].")
     for i, (kept, right, layer) in enumerate(zip(actual, expected, params["decoder_layers"])):
@@ -214,16 +214,16 @@ _STOP = "it stopped once a row had produced eos_id: go on until every row has pr
 _CACHE_RULE = "the tokens with use_cache=True differ from greedy decoding: start from init_decoder_cache(memory, " \
               "params, num_heads, src_mask) and at each step call decoder_step on the newest token only, with the " \
               "cache it returned last"
-_TOKENS = dict(any_shape=True, facts=[  # ids of at most max_len tokens per row; a loop may stop early
-    Fact("{name} holds more than max_len={max_len} tokens: greedy_decode produces at most max_len.",
-         lambda actual, max_len, **_: actual.shape[1] <= max_len)], requires=[
+_TOKENS = dict(any_shape=True, requires=[  # token ids, at most max_len per row; a loop may stop early
     Fact("{name} is an array of shape (B, L, V): return the token ids, shape (B, L), not logits or probabilities.",
          lambda actual, **_: not (isinstance(actual, np.ndarray) and actual.ndim == 3)),
     Fact("{name} should be an integer array (token ids): the argmax of the logits at each step.",
          lambda actual, **_: not isinstance(actual, np.ndarray) or np.issubdtype(actual.dtype, np.integer)),
     Fact("{name} should have shape (B, L): one row of token ids per source.",
          lambda actual, src_tokens, **_: not isinstance(actual, np.ndarray)
-         or (actual.ndim == 2 and len(actual) == len(src_tokens)))])
+         or (actual.ndim == 2 and len(actual) == len(src_tokens)))], facts=[
+    Fact("{name} holds more than max_len={max_len} tokens: greedy_decode produces at most max_len.",
+         lambda actual, max_len, **_: actual.shape[1] <= max_len)])
 # Mistakes of the decoding loop, which a correct cache reproduces: graded by check_greedy_decode.
 LOOP_MISTAKES = [
     Mistake("a row that has produced eos_id keeps producing eos_id: fill the rest of a finished row with eos_id",
