@@ -33,7 +33,7 @@ import inspect
 
 import numpy as np
 
-from .checking import ATOL, RTOL, CheckFailed, check, check_shape, close, named_cause, shown
+from .checking import ATOL, RTOL, CheckFailed, check, check_close, close
 from .harness import call, call_in_memory
 
 
@@ -186,25 +186,12 @@ class Task:
 
     def _judge_output(self, output, index, actual, wanted, arguments, description):
         name = self._name(output, description)
-        wanted = np.asarray(wanted)
-        if wanted.ndim == 0 and isinstance(actual, (int, float, np.number)) and not isinstance(actual, bool):
-            actual = np.asarray(actual)  # a number, where one number is expected
-        check_shape(actual, wanted.shape, name)
-        if wanted.dtype == bool:
-            check(actual.dtype == bool, f"{name} should be a boolean array, not {actual.dtype}.")
-            if np.array_equal(actual, wanted):
-                return
-        elif close(actual, wanted):
-            return
-        mistakes = self._mistakes(output, index, arguments)
-        cause = named_cause(actual, wanted, mistakes, same=_same)
-        if cause is not None:
-            raise CheckFailed(f"{name}: {cause}.", cause=cause)
-        for fact in output.facts:
-            fact.explain(actual, name, arguments)
-        check(wanted.dtype == bool or np.all(np.isfinite(actual)) or not np.all(np.isfinite(wanted)),
-              f"{name} contains NaN or inf.")
-        raise CheckFailed(f"{name}: {shown(actual, wanted)}" + (f" ({output.hint})." if output.hint else "."))
+
+        def facts(actual):
+            for fact in output.facts:
+                fact.explain(actual, name, arguments)
+        check_close(actual, wanted, name, output.hint, lambda: self._mistakes(output, index, arguments),
+                    facts, same=_same)
 
     def _mistakes(self, output, index, arguments):
         """(value, message) of each mistake of `output` that applies to the case."""
