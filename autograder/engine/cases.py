@@ -113,12 +113,15 @@ class Exercise:
         the exercise names (`stand_ins`, e.g. none where a memory rule must count every step)."""
         return tuple(task.reference for task in self.tasks) if self.stand_ins is None else tuple(self.stand_ins)
 
-    def task(self, name, *, outputs=None, hint="", mistakes=(), facts=(), order=None, graded=True):
+    def task(self, name, *, outputs=None, hint="", mistakes=(), facts=(), order=None, graded=True, screen=None):
         """Declare the task whose function is `name` (the reference's of that name). `outputs`:
         a function that returns a tuple, its outputs in order; else one output with `hint`,
         `mistakes` and `facts`. `order`: the names of the outputs in the order they are judged
-        (default: as returned). `graded` False: a function the checks call that is no task."""
-        task = Task(self, name, outputs, hint, mistakes, facts, order)
+        (default: as returned). `graded` False: a function the checks call that is no task.
+        `screen(result, on, **arguments)`: plain Python run first on what the function returned
+        (`on`: the case's description), raising CheckFailed for what the table cannot say
+        (token ids as floats, scores instead of ids); default: none."""
+        task = Task(self, name, outputs, hint, mistakes, facts, order, screen)
         if graded:
             self.tasks.append(task)
         return task
@@ -127,8 +130,9 @@ class Exercise:
 class Task:
     """A task: its function, its outputs, and what is known to be wrong with them."""
 
-    def __init__(self, exercise, name, outputs, hint, mistakes, facts, order):
+    def __init__(self, exercise, name, outputs, hint, mistakes, facts, order, screen=None):
         self.exercise = exercise
+        self.screen = screen
         self.name = name
         self.reference = getattr(exercise.reference, name)
         self.tuple = outputs is not None
@@ -160,6 +164,8 @@ class Task:
         actual = self.run(function, each)
         expected = self.reference(*each.args, **each.kwargs)
         arguments = self.arguments(each)
+        if self.screen is not None:
+            self.screen(actual, each.description, **arguments)
         if not self.tuple:
             actual, expected = (actual,), (expected,)
         else:
@@ -189,6 +195,8 @@ class Task:
         wanted = np.asarray(wanted)
         if wanted.ndim == 0 and isinstance(actual, (int, float, np.number)) and not isinstance(actual, bool):
             actual = np.asarray(actual)  # a number, where one number is expected
+        if isinstance(actual, np.ndarray) and actual.shape != wanted.shape:
+            self._name_mistake(output, index, actual, wanted, arguments, name)  # one that changes the shape
         check_shape(actual, wanted.shape, name)
         if wanted.dtype == bool:
             check(actual.dtype == bool, f"{name} should be a boolean array, not {actual.dtype}.")
@@ -196,15 +204,18 @@ class Task:
                 return
         elif close(actual, wanted):
             return
-        mistakes = self._mistakes(output, index, arguments)
-        cause = named_cause(actual, wanted, mistakes, same=_same)
-        if cause is not None:
-            raise CheckFailed(f"{name}: {cause}.", cause=cause)
+        self._name_mistake(output, index, actual, wanted, arguments, name)
         for fact in output.facts:
             fact.explain(actual, name, arguments)
         check(wanted.dtype == bool or np.all(np.isfinite(actual)) or not np.all(np.isfinite(wanted)),
               f"{name} contains NaN or inf.")
         raise CheckFailed(f"{name}: {shown(actual, wanted)}" + (f" ({output.hint})." if output.hint else "."))
+
+    def _name_mistake(self, output, index, actual, wanted, arguments, name):
+        """Fail naming the one mistake of `output` that gives `actual` (of any shape), if one alone does."""
+        cause = named_cause(actual, wanted, self._mistakes(output, index, arguments), same=_same)
+        if cause is not None:
+            raise CheckFailed(f"{name}: {cause}.", cause=cause)
 
     def _mistakes(self, output, index, arguments):
         """(value, message) of each mistake of `output` that applies to the case."""
