@@ -1,13 +1,8 @@
-"""Hidden checks for the RNN encoder-decoder exercise, as case tables (`engine.cases`).
-
-Each task declares what is right (the reference in ``solutions/``), the mistakes it knows (GRU
-gates swapped, reset gate after the matrix product, a missing bias or tanh, states in the wrong
-order or shape, the decoder input concatenated the wrong way round, BOS in the output, decoding
-that stops too early or too late, finished rows not padded with EOS) and the facts every right
-value has; each check lists its cases. A later task is judged with the reference's earlier ones
-standing in for the student's (``encode`` calls the cells, ``greedy_decode`` calls ``encode`` and
-``decode_step``), so that one mistake in ``gru_cell`` costs the points of ``gru_cell`` only.
-"""
+"""Hidden checks for the RNN encoder-decoder exercise, as case tables (`engine.cases`): per task the
+mistakes it knows (GRU gates swapped, a missing bias or tanh, states in the wrong order or shape, the
+decoder input the wrong way round, BOS in the output, decoding that stops too early or too late, rows
+not padded with EOS) and the facts of every right value; per check its cases. A later task is judged
+with the reference's earlier ones standing in for the student's (`encode` calls the cells)."""
 
 import numpy as np
 
@@ -83,16 +78,16 @@ def greedy_variant(X, params, bos_id, eos_id, max_len, cell="rnn", *, start="con
     return np.stack(tokens, axis=1) if tokens else np.zeros((B, 0), dtype=int)
 
 
-def _changed(cell, **change):
-    """The mistake of `cell` run with params changed: each `change[key](params)` the new value of key."""
-    return lambda x_t, h_prev, params: cell(x_t, h_prev, {**params, **{k: f(params) for k, f in change.items()}})
+def _changed(cell, change):
+    """`cell` with some of its params changed: `change(params)`, a dict, holds their new values."""
+    return lambda x_t, h_prev, params: cell(x_t, h_prev, {**params, **change(params)})
 
 
-def _zero(key):
-    return lambda p: np.zeros_like(p[key])
+def _pre(x_t, h_prev, params):
+    return x_t @ params["W_xh"] + h_prev @ params["W_hh"] + params["b_h"]
 
 
-def _candidate(x_t, h_prev, p, reset_after=False, activation=np.tanh):
+def _gru(x_t, h_prev, p, reset_after=False, activation=np.tanh):
     """h_t with the candidate h̃ computed as the reference does, or with one step changed."""
     z = sigmoid(x_t @ p["W_xz"] + h_prev @ p["W_hz"] + p["b_z"])
     r = sigmoid(x_t @ p["W_xr"] + h_prev @ p["W_hr"] + p["b_r"])
@@ -100,12 +95,18 @@ def _candidate(x_t, h_prev, p, reset_after=False, activation=np.tanh):
     return z * h_prev + (1 - z) * activation(x_t @ p["W_xh"] + recurrent + p["b_h"])
 
 
-def _first_state_not_from_zero(actual, X, params, cell):
-    """Whether H follows the recurrence from its first state, which is not the cell on x_0 and h = 0."""
-    step, B, T = cell_function(cell), X.shape[0], X.shape[1]
-    steps = np.stack([step(X[:, t], actual[:, t - 1], params) for t in range(1, T)], axis=1) if T > 1 else None
-    return T > 1 and np.allclose(actual[:, 1:], steps) and not np.allclose(
-        actual[:, 0], step(X[:, 0], np.zeros((B, params["W_hh"].shape[0])), params))
+def _states(X, params, cell):
+    return reference.encode(X, params, cell)[0]
+
+
+_step = reference.decode_step
+
+
+def _starts_from_zero(H, X, params, cell):
+    """False when H follows the recurrence from a first state that is not the cell on x_0 and h = 0."""
+    step, T = cell_function(cell), X.shape[1]
+    return T == 1 or not np.allclose(H[:, 1:], np.stack([step(X[:, t], H[:, t - 1], params) for t in range(1, T)], 1)) \
+        or np.allclose(H[:, 0], step(X[:, 0], np.zeros_like(H[:, 0]), params))
 
 
 def _token_ids(tokens, on, **_):
@@ -127,99 +128,98 @@ def _after_eos(tokens, eos_id):
     return np.cumsum(tokens == eos_id, axis=1) - (tokens == eos_id) > 0
 
 
-def _wrong_before_eos(actual, eos_id, **arguments):
-    """Whether `actual` differs from the reference's tokens before a row's first eos_id."""
-    expected = reference.greedy_decode(eos_id=eos_id, **arguments)
+def _wrong_before_eos(actual, eos_id, expected=None, **arguments):
+    """Whether `actual` differs from `expected` (default: the reference's tokens) before a row's first eos_id."""
+    expected = reference.greedy_decode(eos_id=eos_id, **arguments) if expected is None else expected
     return not np.array_equal(actual[~_after_eos(expected, eos_id)], expected[~_after_eos(expected, eos_id)])
+
+
+def _greedy(**change):
+    """The greedy decoding of a known mistake (`greedy_variant`'s options)."""
+    return lambda **arguments: greedy_variant(**arguments, **change)
 
 
 STOPS_EARLY = "it stops before every row has produced eos_id: go on until every row has produced it or max_len " \
               "tokens are out"
 NOT_PADDED = "a row that has produced eos_id keeps producing eos_id: fill the rest of a finished row with eos_id"
+NO_BIASES = {"b_z": 0.0, "b_r": 0.0, "b_h": 0.0}
 
 exercise = Exercise(reference)
 rnn_cell = exercise.task("rnn_cell", hint="it differs from tanh(x_t W_xh + h_prev W_hh + b_h)", mistakes=[
-    Mistake("the bias b_h is missing: add it before the tanh", _changed(reference.rnn_cell, b_h=_zero("b_h"))),
-    Mistake("apply tanh to x_t W_xh + h_prev W_hh + b_h",
-            lambda x_t, h_prev, params: x_t @ params["W_xh"] + h_prev @ params["W_hh"] + params["b_h"]),
-    Mistake("the nonlinearity is tanh, not the sigmoid",
-            lambda x_t, h_prev, params: sigmoid(x_t @ params["W_xh"] + h_prev @ params["W_hh"] + params["b_h"])),
+    Mistake("the bias b_h is missing: add it before the tanh", _changed(reference.rnn_cell, lambda p: {"b_h": 0.0})),
+    Mistake("apply tanh to x_t W_xh + h_prev W_hh + b_h", _pre),
+    Mistake("the nonlinearity is tanh, not the sigmoid", lambda x_t, h_prev, params: sigmoid(_pre(x_t, h_prev, params))),
     Mistake("h_prev @ W_hh is missing: the new state depends on the previous one",
-            _changed(reference.rnn_cell, W_hh=_zero("W_hh"))),
-    Mistake("x_t @ W_xh is missing: the new state depends on the input", _changed(reference.rnn_cell, W_xh=_zero("W_xh"))),
+            _changed(reference.rnn_cell, lambda p: {"W_hh": 0 * p["W_hh"]})),
+    Mistake("x_t @ W_xh is missing: the new state depends on the input",
+            _changed(reference.rnn_cell, lambda p: {"W_xh": 0 * p["W_xh"]})),
     Mistake("use h_prev @ W_hh with W_hh as given (row vectors), not its transpose",
-            _changed(reference.rnn_cell, W_hh=lambda p: p["W_hh"].T)),
+            _changed(reference.rnn_cell, lambda p: {"W_hh": p["W_hh"].T})),
     Mistake("use x_t @ W_xh with W_xh as given (row vectors), not its transpose",
-            _changed(reference.rnn_cell, W_xh=lambda p: p["W_xh"].T))])
+            _changed(reference.rnn_cell, lambda p: {"W_xh": p["W_xh"].T}))])
 gru_cell = exercise.task(
     "gru_cell", hint="it differs from z ⊙ h_prev + (1 − z) ⊙ h̃ with the gates of Cho et al.", mistakes=[
         Mistake("z and 1 − z are swapped: in Cho et al.'s GRU, h_t = z ⊙ h_prev + (1 − z) ⊙ h̃, so z close to 1 "
-                "keeps the old state", _changed(reference.gru_cell, **{k: lambda p, k=k: -p[k] for k in ("W_xz", "W_hz", "b_z")})),
+                "keeps the old state", _changed(reference.gru_cell, lambda p: {
+                    "W_xz": -p["W_xz"], "W_hz": -p["W_hz"], "b_z": -p["b_z"]})),
         Mistake("the reset gate multiplies h_prev before the matrix product: (r ⊙ h_prev) @ W_hh, not "
-                "r ⊙ (h_prev @ W_hh)", lambda x_t, h_prev, params: _candidate(x_t, h_prev, params, reset_after=True)),
-        Mistake("the reset gate is not used: the candidate needs (r ⊙ h_prev) @ W_hh",
-                _changed(reference.gru_cell, W_xr=_zero("W_xr"), W_hr=_zero("W_hr"),
-                         b_r=lambda p: np.full_like(p["b_r"], SATURATED))),
+                "r ⊙ (h_prev @ W_hh)", lambda x_t, h_prev, params: _gru(x_t, h_prev, params, reset_after=True)),
+        Mistake("the reset gate is not used: the candidate needs (r ⊙ h_prev) @ W_hh", _changed(
+            reference.gru_cell, lambda p: {"W_xr": 0 * p["W_xr"], "W_hr": 0 * p["W_hr"], "b_r": SATURATED})),
         Mistake("the update and reset gates are swapped: z uses W_xz, W_hz, b_z and r uses W_xr, W_hr, b_r",
-                _changed(reference.gru_cell, **{a: lambda p, b=b: p[b] for a, b in (
-                    ("W_xz", "W_xr"), ("W_hz", "W_hr"), ("b_z", "b_r"), ("W_xr", "W_xz"), ("W_hr", "W_hz"),
-                    ("b_r", "b_z"))})),
-        Mistake("h_t is not the candidate h̃ alone: it is z ⊙ h_prev + (1 − z) ⊙ h̃",
-                _changed(reference.gru_cell, W_xz=_zero("W_xz"), W_hz=_zero("W_hz"),
-                         b_z=lambda p: np.full_like(p["b_z"], -SATURATED))),
-        Mistake("the bias b_h of the candidate is missing", _changed(reference.gru_cell, b_h=_zero("b_h"))),
-        Mistake("the biases b_z, b_r and b_h are missing",
-                _changed(reference.gru_cell, b_z=_zero("b_z"), b_r=_zero("b_r"), b_h=_zero("b_h"))),
-        Mistake("the bias b_z of the update gate is missing", _changed(reference.gru_cell, b_z=_zero("b_z"))),
-        Mistake("the bias b_r of the reset gate is missing", _changed(reference.gru_cell, b_r=_zero("b_r"))),
+                _changed(reference.gru_cell, lambda p: {"W_xz": p["W_xr"], "W_hz": p["W_hr"], "b_z": p["b_r"],
+                                                        "W_xr": p["W_xz"], "W_hr": p["W_hz"], "b_r": p["b_z"]})),
+        Mistake("h_t is not the candidate h̃ alone: it is z ⊙ h_prev + (1 − z) ⊙ h̃", _changed(
+            reference.gru_cell, lambda p: {"W_xz": 0 * p["W_xz"], "W_hz": 0 * p["W_hz"], "b_z": -SATURATED})),
+        Mistake("the bias b_h of the candidate is missing", _changed(reference.gru_cell, lambda p: {"b_h": 0.0})),
+        Mistake("the biases b_z, b_r and b_h are missing", _changed(reference.gru_cell, lambda p: NO_BIASES)),
+        Mistake("the bias b_z of the update gate is missing", _changed(reference.gru_cell, lambda p: {"b_z": 0.0})),
+        Mistake("the bias b_r of the reset gate is missing", _changed(reference.gru_cell, lambda p: {"b_r": 0.0})),
         Mistake("apply tanh to the candidate: h̃ = tanh(x W_xh + (r ⊙ h_prev) W_hh + b_h)",
-                lambda x_t, h_prev, params: _candidate(x_t, h_prev, params, activation=lambda a: a))],
+                lambda x_t, h_prev, params: _gru(x_t, h_prev, params, activation=lambda a: a))],
     facts=[Fact("{name} contains inf or NaN: compute the sigmoid without overflow.",
-                lambda actual, x_t, h_prev, params: np.all(np.isfinite(actual)))])
+                lambda actual, **arguments: np.all(np.isfinite(actual)))])
 encode = exercise.task("encode", outputs=[
     Output("H", hint="H[:, t] should be cell(x_t, H[:, t−1]), starting from a zero state", mistakes=[
-        Mistake("encode ignores cell='gru' and runs rnn_cell", lambda X, params, cell: reference.encode(X, params, "rnn")),
+        Mistake("encode ignores cell='gru' and runs rnn_cell", lambda X, params, cell: _states(X, params, "rnn")),
         Mistake("H is in reverse order: H[:, t] is the state after reading x_t, so H[:, 0] comes after x_0",
-                lambda X, params, cell: reference.encode(X, params, cell)[0][:, ::-1]),
+                lambda X, params, cell: _states(X, params, cell)[:, ::-1]),
+        Mistake("encode reads X from the end: read x_0 first", lambda X, params, cell: _states(X[:, ::-1], params, cell)),
         Mistake("encode reads X from the end: read x_0 first",
-                lambda X, params, cell: reference.encode(X[:, ::-1], params, cell)),
-        Mistake("encode reads X from the end: read x_0 first",
-                lambda X, params, cell: reference.encode(X[:, ::-1], params, cell)[0][:, ::-1]),
+                lambda X, params, cell: _states(X[:, ::-1], params, cell)[:, ::-1]),
         Mistake("it has shape (T, B, d_h); it should be (B, T, d_h): stack the states along axis 1",
-                lambda X, params, cell: reference.encode(X, params, cell)[0].swapaxes(0, 1)),
+                lambda X, params, cell: _states(X, params, cell).swapaxes(0, 1)),
         Mistake("it has T + 1 states: it holds the T states computed after reading x_0 … x_(T−1), not the zero "
-                "initial state", lambda X, params, cell: np.pad(reference.encode(X, params, cell)[0], ((0, 0), (1, 0), (0, 0))))],
+                "initial state", lambda X, params, cell: np.pad(_states(X, params, cell), ((0, 0), (1, 0), (0, 0))))],
         facts=[Fact("{name}: H[:, 0] should be the cell applied to x_0 and a zero state: start from h = 0.",
-                    lambda actual, **arguments: not _first_state_not_from_zero(actual, **arguments))]),
+                    _starts_from_zero)]),
     Output("h_T", hint="it should be the last state, H[:, -1]", mistakes=[
         Mistake("h_T should be the last state H[:, -1], not the first",
-                lambda X, params, cell: reference.encode(X, params, cell)[0][:, 0])])])
+                lambda X, params, cell: _states(X, params, cell)[:, 0])])])
 decode_step = exercise.task(
     "decode_step", hint="it should be cell(concatenate([y_prev, context], -1), s_prev)", mistakes=[
         Mistake("the cell's input is concatenate([y_prev, context]), in this order, not [context, y_prev]",
-                lambda y_prev, s_prev, context, params, cell: reference.decode_step(context, s_prev, y_prev, params, cell)),
-        Mistake("pass s_prev to the cell as its previous state", lambda y_prev, s_prev, context, params, cell:
-                reference.decode_step(y_prev, 0 * s_prev, context, params, cell)),
-        Mistake("decode_step ignores cell='gru' and runs rnn_cell", lambda y_prev, s_prev, context, params, cell:
-                reference.decode_step(y_prev, s_prev, context, params, "rnn")),
+                lambda y_prev, s_prev, context, params, cell: _step(context, s_prev, y_prev, params, cell)),
+        Mistake("pass s_prev to the cell as its previous state",
+                lambda y_prev, s_prev, context, params, cell: _step(y_prev, 0 * s_prev, context, params, cell)),
+        Mistake("decode_step ignores cell='gru' and runs rnn_cell",
+                lambda y_prev, s_prev, context, params, cell: _step(y_prev, s_prev, context, params, "rnn")),
         Mistake("the previous state is s_prev and the context goes into the input, not the other way round",
-                lambda y_prev, s_prev, context, params, cell: reference.decode_step(y_prev, context, s_prev, params, cell))])
+                lambda y_prev, s_prev, context, params, cell: _step(y_prev, context, s_prev, params, cell))])
 greedy_decode = exercise.task(
-    "greedy_decode", screen=_token_ids, hint="at each step take the argmax of s_t @ W_out + b_out and feed its "
-                                             "embedding back", mistakes=[
+    "greedy_decode", screen=_token_ids,
+    hint="at each step take the argmax of s_t @ W_out + b_out and feed its embedding back", mistakes=[
         Mistake("the output starts with BOS: it should hold only the generated tokens, from the first one after BOS",
-                lambda X, params, bos_id, eos_id, max_len, cell: np.pad(
-                    reference.greedy_decode(X, params, bos_id, eos_id, max_len, cell), ((0, 0), (1, 0)),
-                    constant_values=bos_id)),
-        Mistake(STOPS_EARLY, lambda **arguments: greedy_variant(**arguments, stop="first")),
-        Mistake(STOPS_EARLY, lambda **arguments: greedy_variant(**arguments, stop="any")),
+                lambda bos_id, **arguments: np.pad(reference.greedy_decode(bos_id=bos_id, **arguments),
+                                                   ((0, 0), (1, 0)), constant_values=bos_id)),
+        Mistake(STOPS_EARLY, _greedy(stop="first")),
+        Mistake(STOPS_EARLY, _greedy(stop="any")),
         Mistake("every row had produced eos_id before max_len: stop there instead of running to max_len",
-                lambda **arguments: greedy_variant(**arguments, stop="never")),
-        Mistake("the decoder starts from s_0 = c = h_T (the last encoder state), not from zeros",
-                lambda **arguments: greedy_variant(**arguments, start="zeros")),
+                _greedy(stop="never")),
+        Mistake("the decoder starts from s_0 = c = h_T (the last encoder state), not from zeros", _greedy(start="zeros")),
         Mistake("at each step the decoder reads the embedding of the token it produced last, not of BOS",
-                lambda **arguments: greedy_variant(**arguments, feed="bos")),
-        Mistake(NOT_PADDED, lambda **arguments: greedy_variant(**arguments, pad=False))],
+                _greedy(feed="bos")),
+        Mistake(NOT_PADDED, _greedy(pad=False))],
     facts=[Fact("{name}: " + NOT_PADDED + ".", _wrong_before_eos)])
 
 
@@ -320,33 +320,27 @@ def check_greedy_decode(function):
         case("the task's model whose decoder reads the previous token", X[:1], params, bos_id, eos_id, 4)])
 
 
-# -- shared with the Transformer's greedy decoding, which has the same output contract -------------
+# -- shared with the Transformer's greedy decoding, which has the same output contract ------------
 
 def check_greedy_length(actual, expected, bos_id, max_len, description):
     """Fail when ``actual`` starts with BOS or holds more than ``max_len`` tokens."""
     k, L = actual.shape[1], expected.shape[1]
-    if k >= 1 and np.all(actual[:, 0] == bos_id) and k - 1 <= L \
-            and np.array_equal(actual[:, 1:], expected[:, :k - 1]):
-        check(False, f"on {description}, the output starts with BOS: it should hold only the "
-                     "generated tokens, from the first one after BOS.")
-    check(k <= max_len, f"on {description}, greedy_decode produced {k} tokens: at most "
-                        f"max_len={max_len}.")
+    check(not (k >= 1 and np.all(actual[:, 0] == bos_id) and k - 1 <= L and np.array_equal(actual[:, 1:],
+                                                                                         expected[:, :k - 1])),
+          f"on {description}, the output starts with BOS: it should hold only the generated tokens, from the "
+          "first one after BOS.")
+    check(k <= max_len, f"on {description}, greedy_decode produced {k} tokens: at most max_len={max_len}.")
 
 
 def check_greedy_contract(actual, expected, eos_id, max_len, description):
-    """Name a broken output contract of greedy decoding: ``actual`` and ``expected`` are token
-    arrays (B, steps); fails when ``actual`` is ``expected`` stopped too early, run too long, or
-    not padded with ``eos_id`` after a row's first ``eos_id``."""
+    """Fail when the tokens ``actual`` are ``expected`` stopped too early, run too long, or not padded
+    with ``eos_id`` after a row's first ``eos_id``."""
     k, L = actual.shape[1], expected.shape[1]
-    if k < L and np.array_equal(actual, expected[:, :k]):
-        when = ("once a row had produced eos_id" if np.any(expected[:, :k] == eos_id)
-                else "before any row had produced eos_id")
-        check(False, f"on {description}, greedy_decode stopped after {k} step{'s' * (k != 1)}, "
-                     f"{when}: go on until every row has produced it or max_len={max_len} "
-                     "tokens are out.")
-    if k > L and np.array_equal(actual[:, :L], expected):
-        check(False, f"on {description}, every row had produced eos_id after {L} steps: "
-                     "stop there instead of running to max_len.")
-    if k == L and np.array_equal(actual[~_after_eos(expected, eos_id)], expected[~_after_eos(expected, eos_id)]):
-        check(False, f"on {description}, a row that has produced eos_id keeps producing "
-                     "eos_id: fill the rest of a finished row with eos_id.")
+    when = "once a row had produced eos_id" if np.any(expected[:, :k] == eos_id) else "before any row had produced eos_id"
+    check(not (k < L and np.array_equal(actual, expected[:, :k])),
+          f"on {description}, greedy_decode stopped after {k} step{'s' * (k != 1)}, {when}: go on until every row "
+          f"has produced it or max_len={max_len} tokens are out.")
+    check(not (k > L and np.array_equal(actual[:, :L], expected)), f"on {description}, every row had produced "
+          f"eos_id after {L} steps: stop there instead of running to max_len.")
+    check(not (k == L and not _wrong_before_eos(actual, eos_id, expected=expected)),
+          f"on {description}, {NOT_PADDED}.")
