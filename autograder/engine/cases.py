@@ -244,3 +244,24 @@ def _same(actual, value):
                                         and bool(np.allclose(actual, value, rtol=RTOL, atol=ATOL, equal_nan=True)))
     except (TypeError, ValueError):
         return False
+
+
+def weight_facts(keys="keys", row="a query"):
+    """The facts of the weights of every masked softmax over `keys`, whatever its scores: finite, 0
+    where the case's `mask` argument (None: none; broadcast to the weights) is False, all 0 for `row`
+    whose `keys` are all masked (along the case's `axis` argument, default the last)."""
+    def allowed(actual, mask=None, **_):
+        return np.ones(np.shape(actual), dtype=bool) if mask is None else np.broadcast_to(mask, np.shape(actual))
+
+    def empty(actual, axis=-1, **arguments):
+        kept = allowed(actual, **arguments)
+        return np.broadcast_to(~kept.any(axis=axis, keepdims=True), kept.shape)
+
+    return [Fact(f"{{name}} contain NaN or inf: {row} whose {keys} are all masked must get all-zero weights.",
+                 lambda actual, **arguments: np.all(np.isfinite(actual)) or not empty(actual, **arguments).any()),
+            Fact("{name} contain NaN or inf: the softmax of finite scores, even of about 1e4, is finite.",
+                 lambda actual, **arguments: np.all(np.isfinite(actual))),
+            Fact(f"{{name}}: {row} whose {keys} are all masked must get all-zero weights.",
+                 lambda actual, **arguments: np.allclose(actual[empty(actual, **arguments)], 0.0)),
+            Fact(f"{{name}}: masked {keys} must get weight 0.",
+                 lambda actual, **arguments: np.allclose(actual[~allowed(actual, **arguments)], 0.0))]
