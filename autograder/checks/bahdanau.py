@@ -10,7 +10,7 @@ import numpy as np
 from solutions import bahdanau as reference
 from solutions.rnn_encoder_decoder import encode, rnn_cell
 
-from autograder.engine.cases import Exercise, Mistake, Output, case, weight_facts
+from autograder.engine.cases import Exercise, Mistake, Output, case, mask_mistakes, weight_facts
 from autograder.engine.harness import seeded
 from .rnn_encoder_decoder import cell_params
 
@@ -56,27 +56,19 @@ def _additive(combine):
     return lambda s_prev, H, params: combine((s_prev @ params["W_a"])[:, None, :], H @ params["U_a"], params["v_a"])
 
 
-def _softmax_mistakes(inputs, ignored="the mask is ignored: masked entries must get weight 0"):
-    """The mistakes of a masked softmax of `inputs(**arguments)` = (scores, mask, axis): its `ignored` message."""
+def _softmax_mistakes(inputs, ignored=None):
+    """The mistakes of a masked softmax of `inputs(**arguments)` = (scores, mask, axis); `ignored`: the message
+    of an ignored mask, if not the default."""
     def softmax(change):
         return lambda **arguments: change(*inputs(**arguments))
 
-    def masked(**arguments):
-        return inputs(**arguments)[1] is not None
-
+    inverted = "the mask is inverted; True marks the entries that are kept"
     return [
-        Mistake("the mask is inverted; True marks the entries that are kept", softmax(
-            lambda scores, mask, axis: reference.masked_softmax(scores, ~np.broadcast_to(mask, scores.shape), axis)),
-            when=masked),
-        Mistake("the mask is inverted; True marks the entries that are kept", softmax(
-            lambda scores, mask, axis: reference.masked_softmax(np.where(mask, -1e9, scores), None, axis)), when=masked),
-        Mistake("a row whose entries are all masked gets a uniform distribution: it must get all-zero weights",
-                softmax(lambda scores, mask, axis: reference.masked_softmax(np.where(mask, scores, -1e9), None, axis)),
-                when=masked),
-        Mistake("the mask is applied to the weights after the softmax: apply it to the scores, before the softmax",
-                softmax(lambda scores, mask, axis: np.where(mask, reference.masked_softmax(scores, None, axis), 0)),
-                when=masked),
-        Mistake(ignored, softmax(lambda scores, mask, axis: reference.masked_softmax(scores, None, axis)), when=masked),
+        Mistake(inverted, softmax(lambda scores, mask, axis: reference.masked_softmax(
+            scores, ~np.broadcast_to(mask, scores.shape), axis)), when=lambda **a: inputs(**a)[1] is not None),
+        Mistake(inverted, softmax(lambda scores, mask, axis: reference.masked_softmax(
+            np.where(mask, -1e9, scores), None, axis)), when=lambda **a: inputs(**a)[1] is not None),
+        *mask_mistakes(reference.masked_softmax, inputs, keys="entries", row="a row", ignored=ignored),
         Mistake("the weights are normalised along axis 0, not along axis -1",
                 softmax(lambda scores, mask, axis: reference.masked_softmax(scores, mask, axis=0)),
                 when=lambda **arguments: inputs(**arguments)[2] == -1),

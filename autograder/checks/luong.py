@@ -12,7 +12,7 @@ from solutions import luong as reference
 from solutions.rnn_encoder_decoder import sigmoid
 from solutions.scaled_dot_product import masked_softmax
 
-from autograder.engine.cases import Exercise, Fact, Mistake, Output, case, weight_facts
+from autograder.engine.cases import Exercise, Fact, Mistake, Output, case, mask_mistakes, weight_facts
 from autograder.engine.harness import seeded
 
 SEED = 150804025  # the paper's arXiv number, 1508.04025
@@ -47,11 +47,6 @@ def _other_scores(attention):
                     "(its default is 'general')", lambda other=other, **arguments: attention(**{**arguments,
                                                                                                "score": other}))
             for other in reference.SCORES]
-
-
-def _global(change):
-    """The weights of global attention with the step `change(scores, mask)` gives instead of the softmax."""
-    return lambda h_t, H_s, params, score, mask: change(reference._score(h_t, H_s, params, score), mask)
 
 
 def _h_tilde(first, activation=np.tanh):
@@ -123,17 +118,11 @@ luong_attention = exercise.task("luong_attention", order=("weights", "context", 
                      Mistake("return (h_tilde, context, weights) in this order",
                              lambda **arguments: reference.luong_attention(**arguments)[0]),
                      Mistake("the softmax is taken over the batch: take it over the S source positions (the last axis)",
-                             _global(lambda scores, mask: masked_softmax(scores, mask, axis=0)),
+                             lambda h_t, H_s, params, score, mask: masked_softmax(
+                                 reference._score(h_t, H_s, params, score), mask, axis=0),
                              when=lambda h_t, **_: len(h_t) > 1),
-                     Mistake("the mask is applied to the weights after the softmax: apply it to the scores, before the "
-                             "softmax", _global(lambda scores, mask: masked_softmax(scores, None) * mask),
-                             when=lambda mask, **_: mask is not None),
-                     Mistake("the mask is ignored: masked positions must get weight 0",
-                             _global(lambda scores, mask: masked_softmax(scores, None)),
-                             when=lambda mask, **_: mask is not None),
-                     Mistake("a row whose positions are all masked gets a uniform distribution: it must get all-zero "
-                             "weights", _global(lambda scores, mask: masked_softmax(np.where(mask, scores, -1e9), None)),
-                             when=lambda mask, **_: mask is not None)],
+                     *mask_mistakes(masked_softmax, lambda h_t, H_s, params, score, mask: (
+                         reference._score(h_t, H_s, params, score), mask, -1), keys="positions", row="a row")],
            facts=weight_facts(keys="positions", row="a row"))])
 predictive_position = exercise.task(
     "predictive_position", hint="p_t should be S · σ(tanh(h_t @ W_p) @ v_p)", mistakes=[

@@ -265,3 +265,21 @@ def weight_facts(keys="keys", row="a query"):
                  lambda actual, **arguments: np.allclose(actual[empty(actual, **arguments)], 0.0)),
             Fact(f"{{name}}: masked {keys} must get weight 0.",
                  lambda actual, **arguments: np.allclose(actual[~allowed(actual, **arguments)], 0.0))]
+
+
+def mask_mistakes(softmax, inputs, keys="keys", row="a query", ignored=None):
+    """The known mistakes of the weights `softmax(scores, mask, axis)` of the case's `inputs(**arguments)`,
+    (scores, mask, axis), on the cases with a mask: the mask applied after the softmax, ignored
+    (`ignored`: that mistake's message, if not the default), a row whose keys are all masked made uniform."""
+    def weights(change):
+        return lambda **arguments: change(*inputs(**arguments))
+
+    def masked(**arguments):
+        return inputs(**arguments)[1] is not None
+
+    return [Mistake("the mask is applied to the weights after the softmax: apply it to the scores, before the softmax",
+                    weights(lambda scores, mask, axis: np.where(mask, softmax(scores, None, axis), 0.0)), when=masked),
+            Mistake(ignored or f"the mask is ignored: masked {keys} must get weight 0",
+                    weights(lambda scores, mask, axis: softmax(scores, None, axis)), when=masked),
+            Mistake(f"{row} whose {keys} are all masked gets a uniform distribution: it must get all-zero weights",
+                    weights(lambda scores, mask, axis: softmax(np.where(mask, scores, -1e9), None, axis)), when=masked)]
