@@ -1,16 +1,15 @@
 """Hidden checks for the Bahdanau attention exercise, as case tables (`engine.cases`): per task the
-mistakes it knows (backward states left in reading order, halves swapped, the backward RNN run on
-the forward order, W_a and U_a swapped, tanh or v_a missing, the softmax over the wrong axis, the
-mask ignored or inverted, an all-masked row that is uniform, the context computed from the new
-state, the cell's input in the wrong order) and the facts of every right value; per check its cases.
-"""
+mistakes it knows (backward states in reading order, halves swapped, W_a and U_a swapped, tanh or v_a
+missing, the softmax over the wrong axis, the mask ignored or inverted, an all-masked row that is
+uniform, the context from the new state, the cell's input in the wrong order) and the facts of every
+right value; per check its cases."""
 
 import numpy as np
 
 from solutions import bahdanau as reference
-from solutions.rnn_encoder_decoder import encode, rnn_cell
+from solutions.rnn_encoder_decoder import encode
 
-from autograder.engine.cases import Exercise, Mistake, Output, case, mask_mistakes, weight_facts
+from autograder.engine.cases import Exercise, Mistake, Output, case, given, mask_mistakes, weight_facts
 from autograder.engine.harness import seeded
 from .rnn_encoder_decoder import cell_params
 
@@ -24,7 +23,8 @@ def _attention_params(rng, d_s, d_h, d_a):
 
 
 def _mask(lengths, T):
-    return np.arange(T) < np.asarray(lengths)[:, None]
+    """The padding mask of sequences of `lengths` (None: no mask)."""
+    return None if lengths is None else np.arange(T) < np.asarray(lengths)[:, None]
 
 
 def _example(W_a=0.0):
@@ -33,22 +33,12 @@ def _example(W_a=0.0):
         "W_a": np.array([[W_a]]), "U_a": np.array([[1.0], [0.0]]), "v_a": np.array([np.log(3.0) / np.tanh(1.0)])}
 
 
-def _halves(forward, backward, axis=-1):
-    """The annotations [forward ; backward] of RNNs given as (X, params) -> states (backward in reading order)."""
-    return lambda X, params_fwd, params_bwd, cell: np.concatenate(
-        [forward(X, params_fwd, params_bwd, cell), backward(X, params_fwd, params_bwd, cell)], axis=axis)
-
-
-def _fwd(X, params_fwd, params_bwd, cell):
-    return encode(X, params_fwd, cell)[0]
-
-
-def _bwd(X, params_fwd, params_bwd, cell):
-    return encode(X[:, ::-1], params_bwd, cell)[0][:, ::-1]
-
-
-def _reading_order(X, params_fwd, params_bwd, cell):
-    return encode(X, params_bwd, cell)[0]
+def _halves(change):
+    """The annotations with the reference's halves changed: `change(forward, backward, X, params_bwd, cell)`."""
+    def annotations(X, params_fwd, params_bwd, cell):
+        forward, backward = np.split(reference.bidirectional_encode(X, params_fwd, params_bwd, cell), 2, axis=-1)
+        return change(forward, backward, X, params_bwd, cell)
+    return annotations
 
 
 def _additive(combine):
@@ -62,24 +52,21 @@ def _softmax_mistakes(inputs, ignored=None):
     def softmax(change):
         return lambda **arguments: change(*inputs(**arguments))
 
-    inverted = "the mask is inverted; True marks the entries that are kept"
-    return [
-        Mistake(inverted, softmax(lambda scores, mask, axis: reference.masked_softmax(
-            scores, ~np.broadcast_to(mask, scores.shape), axis)), when=lambda **a: inputs(**a)[1] is not None),
-        Mistake(inverted, softmax(lambda scores, mask, axis: reference.masked_softmax(
-            np.where(mask, -1e9, scores), None, axis)), when=lambda **a: inputs(**a)[1] is not None),
-        *mask_mistakes(reference.masked_softmax, inputs, keys="entries", row="a row", ignored=ignored),
-        Mistake("the weights are normalised along axis 0, not along axis -1",
-                softmax(lambda scores, mask, axis: reference.masked_softmax(scores, mask, axis=0)),
-                when=lambda **arguments: inputs(**arguments)[2] == -1),
-        Mistake("the weights are normalised along axis -1, not along axis 0",
-                softmax(lambda scores, mask, axis: reference.masked_softmax(scores, mask, axis=-1)),
-                when=lambda **arguments: inputs(**arguments)[2] == 0)]
+    return [*[Mistake("the mask is inverted; True marks the entries that are kept", softmax(inverted),
+                      when=lambda **arguments: inputs(**arguments)[1] is not None) for inverted in (
+                lambda scores, mask, axis: reference.masked_softmax(scores, ~np.broadcast_to(mask, scores.shape), axis),
+                lambda scores, mask, axis: reference.masked_softmax(np.where(mask, -1e9, scores), None, axis))],
+            *mask_mistakes(reference.masked_softmax, inputs, keys="entries", row="a row", ignored=ignored),
+            *[Mistake(f"the weights are normalised along axis {other}, not along axis {wanted}", softmax(
+                lambda scores, mask, axis, other=other: reference.masked_softmax(scores, mask, axis=other)),
+                when=lambda wanted=wanted, **arguments: inputs(**arguments)[2] == wanted)
+              for other, wanted in ((0, -1), (-1, 0))]]
 
 
-def _new_state(y_prev, s_prev, H, params, mask, cell):
-    """The state a cell reaches from y_prev and a zero context: Luong's order, attention after the step."""
-    return reference.cell_function(cell)(np.concatenate([y_prev, 0 * H[:, 0]], -1), s_prev, params["cell"])
+def _from_new_state(y_prev, s_prev, H, params, mask, cell):
+    """The weights from the state a cell reaches from y_prev and a zero context (Luong's order)."""
+    s_t = reference.cell_function(cell)(np.concatenate([y_prev, 0 * H[:, 0]], -1), s_prev, params["cell"])
+    return reference.bahdanau_attention(s_t, H, params["attention"], mask)[1]
 
 
 exercise = Exercise(reference)
@@ -87,22 +74,26 @@ bidirectional_encode = exercise.task(
     "bidirectional_encode", hint="position j should hold [h_fwd_j ; h_bwd_j], the forward RNN's state after x_0 … "
                                  "x_j and the backward RNN's state after x_{T-1} … x_j", mistakes=[
         Mistake("the backward states are still in reading order; flip them back (H_bwd[:, ::-1]) so that position j "
-                "holds the backward state of x_j", _halves(_fwd, lambda X, *params: _bwd(X, *params)[:, ::-1])),
+                "holds the backward state of x_j",
+                _halves(lambda fwd, bwd, *_: np.concatenate([fwd, bwd[:, ::-1]], -1))),
         Mistake("the halves are in the wrong order; position j holds [h_fwd_j ; h_bwd_j], the forward half first",
-                _halves(_bwd, _fwd)),
+                _halves(lambda fwd, bwd, *_: np.concatenate([bwd, fwd], -1))),
         *[Mistake("the backward RNN must read each sequence from its end; run it on X[:, ::-1] (the time axis) and "
-                  "flip its states back", _halves(_fwd, backward), when=lambda X, **_: X.shape[1] > 1)
-          for backward in (_reading_order, lambda *a: _reading_order(*a)[:, ::-1], lambda *a: _reading_order(*a)[::-1],
-                           lambda X, *params: _reading_order(X[:, :, ::-1], *params))],
-        *[Mistake("use params_fwd for the forward RNN and params_bwd for the backward RNN", _halves(forward, backward))
-          for forward, backward in ((_fwd, lambda X, fwd, bwd, cell: _bwd(X, fwd, fwd, cell)),
-                                    (lambda X, fwd, bwd, cell: _fwd(X, bwd, bwd, cell), _bwd),
-                                    (lambda X, fwd, bwd, cell: _fwd(X, bwd, bwd, cell),
-                                     lambda X, fwd, bwd, cell: _bwd(X, fwd, fwd, cell)))],
+                  "flip its states back", _halves(lambda fwd, bwd, X, params, cell, backward=backward: np.concatenate(
+                      [fwd, backward(X, params, cell)], -1)), when=lambda X, **_: X.shape[1] > 1)
+          for backward in (lambda X, params, cell: encode(X, params, cell)[0],
+                           lambda X, params, cell: encode(X, params, cell)[0][:, ::-1],
+                           lambda X, params, cell: encode(X, params, cell)[0][::-1],
+                           lambda X, params, cell: encode(X[:, :, ::-1], params, cell)[0])],
+        *[Mistake("use params_fwd for the forward RNN and params_bwd for the backward RNN",
+                  lambda X, params_fwd, params_bwd, cell, pick=pick: reference.bidirectional_encode(
+                      X, *pick(params_fwd, params_bwd), cell))
+          for pick in (lambda fwd, bwd: (fwd, fwd), lambda fwd, bwd: (bwd, bwd), lambda fwd, bwd: (bwd, fwd))],
         Mistake(f"they come from the plain RNN cell, but {GRU_IS_DEFAULT}; pass cell on to encode",
-                lambda X, params_fwd, params_bwd, cell: reference.bidirectional_encode(X, params_fwd, params_bwd, "rnn")),
+                lambda X, params_fwd, params_bwd, cell: reference.bidirectional_encode(
+                    X, params_fwd, params_bwd, "rnn")),
         Mistake("concatenate the two halves along the last axis (the features), not along the time axis",
-                _halves(_fwd, _bwd, axis=1))])
+                _halves(lambda fwd, bwd, *_: np.concatenate([fwd, bwd], 1)))])
 additive_score = exercise.task("additive_score", hint="e_j should be v_a · tanh(s_prev @ W_a + H_j @ U_a)", mistakes=[
     Mistake("W_a applies to the decoder state s_prev and U_a to the annotations H, not the other way round",
             lambda s_prev, H, params: reference.additive_score(s_prev, H, {**params, "W_a": params["U_a"],
@@ -140,8 +131,7 @@ bahdanau_decode_step = exercise.task("bahdanau_decode_step", order=("weights", "
     Output("weights", hint="compute the context from the previous state s_prev, with the mask: "
                            "bahdanau_attention(s_prev, H, params['attention'], mask)", mistakes=[
         Mistake("the context is computed from the new state s_t; Bahdanau computes it from the previous state s_prev, "
-                "before the cell runs", lambda **arguments: reference.bahdanau_attention(
-                    _new_state(**arguments), arguments["H"], arguments["params"]["attention"], arguments["mask"])[1]),
+                "before the cell runs", _from_new_state),
         *_softmax_mistakes(lambda y_prev, s_prev, H, params, mask, cell: (
             reference.additive_score(s_prev, H, params["attention"]), mask, -1),
             ignored="padding positions get weight; pass the mask on to bahdanau_attention")],
@@ -158,7 +148,7 @@ def check_bidirectional_encode(function):
             ("a GRU over sequences of one position (B=2, T=1)", (2, 1, 3, 3), "gru")]:
         X = rng.normal(size=(B, T, d_in))
         params = [cell_params(rng, cell or "gru", d_in, d_h, bias_scale=0.3) for _ in ("fwd", "bwd")]
-        cases.append(case(description, X, *params, **({} if cell is None else {"cell": cell})))
+        cases.append(case(description, X, *params, **given(cell=cell)))
     bidirectional_encode.check(function, cases)
 
 
@@ -172,9 +162,9 @@ def check_additive_score(function):
             ("B=4, T=2, d_s=5, d_h=2, d_a=7", (4, 2, 5, 2, 7))]:
         s_prev, H = rng.normal(size=(B, d_s)), rng.normal(size=(B, T, d_h))
         cases.append(case(description, s_prev, H, _attention_params(rng, d_s, d_h, d_a)))
-    additive_score.check(function, cases + [case(
-        "the task's two sequences (B = T = 2) with W_a = U_a = v_a = 1", np.array([[1.0], [-1.0]]),
-        np.array([[[0.0], [1.0]], [[0.0], [1.0]]]), {"W_a": np.ones((1, 1)), "U_a": np.ones((1, 1)), "v_a": np.ones(1)})])
+    ones = {"W_a": np.ones((1, 1)), "U_a": np.ones((1, 1)), "v_a": np.ones(1)}
+    additive_score.check(function, cases + [case("the task's two sequences (B = T = 2) with W_a = U_a = v_a = 1",
+                                                 np.array([[1.0], [-1.0]]), np.array([[[0.0], [1.0]]] * 2), ones)])
 
 
 def check_masked_softmax(function):
@@ -207,7 +197,7 @@ def check_bahdanau_attention(function):
             ("one sequence (B=1, T=6, d_s=2, d_h=3, d_a=4)", (1, 6, 2, 3, 4), None)]:
         s_prev, H = rng.normal(size=(B, d_s)), rng.normal(size=(B, T, d_h))
         cases.append(case(description, s_prev, H, _attention_params(rng, d_s, d_h, d_a),
-                          **({} if lengths is None else {"mask": _mask(lengths, T)})))
+                          **given(mask=_mask(lengths, T))))
     bahdanau_attention.check(function, cases + [
         case("the task's example", *_example()),
         case("the task's example with position 1 masked", *_example(), mask=np.array([[True, False]])),
@@ -225,8 +215,7 @@ def check_bahdanau_decode_step(function):
         params = {"attention": _attention_params(rng, d_s, d_h, 4),
                   "cell": cell_params(rng, cell or "gru", d_emb + d_h, d_s, bias_scale=0.3)}
         y_prev, s_prev, H = rng.normal(size=(B, d_emb)), rng.normal(size=(B, d_s)), rng.normal(size=(B, T, d_h))
-        cases.append(case(description, y_prev, s_prev, H, params, **({} if lengths is None else {
-            "mask": _mask(lengths, T)}), **({} if cell is None else {"cell": cell})))
+        cases.append(case(description, y_prev, s_prev, H, params, **given(mask=_mask(lengths, T), cell=cell)))
     _, H, attention = _example(W_a=5.0)
     rnn = {"W_xh": np.array([[1.0], [1.0], [0.0]]), "W_hh": np.zeros((1, 1)), "b_h": np.zeros(1)}
     gru = {**{f"W_x{gate}": np.zeros((3, 1)) for gate in "zr"}, **{f"W_h{gate}": np.zeros((1, 1)) for gate in "zrh"},

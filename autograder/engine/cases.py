@@ -99,6 +99,12 @@ def case(description, *args, **kwargs):
     return Case(description, args, kwargs)
 
 
+def given(**kwargs):
+    """The keyword arguments of `kwargs` that are not None: those a case passes (`case(..., **given(mask=mask))`),
+    the others left to the function's defaults."""
+    return {key: value for key, value in kwargs.items() if value is not None}
+
+
 class Exercise:
     """The graded functions of one exercise, in the order of its tasks (their declaration)."""
 
