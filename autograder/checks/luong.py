@@ -12,7 +12,7 @@ from solutions import luong as reference
 from solutions.rnn_encoder_decoder import sigmoid
 from solutions.scaled_dot_product import masked_softmax
 
-from autograder.engine.cases import Exercise, Fact, Mistake, Output, case, mask_mistakes, weight_facts
+from autograder.engine.cases import Exercise, Fact, Mistake, Output, case, given, mask_mistakes, weight_facts
 from autograder.engine.harness import seeded
 
 SEED = 150804025  # the paper's arXiv number, 1508.04025
@@ -44,8 +44,8 @@ def _transposed(score):
 def _other_scores(attention):
     """The weights `attention(score=other, **arguments)` gives with each other score than the case's."""
     return [Mistake(f"the weights are those of the {other} score: use the score as the `score` argument says "
-                    "(its default is 'general')", lambda other=other, **arguments: attention(**{**arguments,
-                                                                                               "score": other}))
+                    "(its default is 'general')",
+                    lambda other=other, **arguments: attention(**arguments | {"score": other}))
             for other in reference.SCORES]
 
 
@@ -57,8 +57,8 @@ def _h_tilde(first, activation=np.tanh):
     return h_tilde
 
 
-def _local_weights(h_t, H_s, p_t, D, params, score, *, sigma=lambda D: D / 2, strict=False, offset=0, softmax_over="window",
-                   zero_outside=True, gaussian="after", renormalise=False):
+def _local_weights(h_t, H_s, p_t, D, params, score, *, sigma=lambda D: D / 2, strict=False, offset=0,
+                   softmax_over="window", zero_outside=True, gaussian="after", renormalise=False):
     """Local weights as the reference computes them, or as a known mistake does (σ = `sigma(D)`)."""
     B, S, _ = H_s.shape
     distance = np.arange(S)[None, :] + offset - np.broadcast_to(np.asarray(p_t, dtype=float), (B,))[:, None]
@@ -198,8 +198,7 @@ def check_concat_score(function):
 
 
 def _attention_case(description, score, problem, mask=None):
-    return case(description, *problem, **({} if score is None else {"score": score}),
-                **({} if mask is None else {"mask": mask}))
+    return case(description, *problem, **given(score=score, mask=mask))
 
 
 def check_luong_attention(function):
@@ -255,8 +254,7 @@ def check_local_attention(function):
 
     def local(description, problem, p_t, D, score, gaussian=None):
         h_t, H_s, params = problem
-        return case(description, h_t, H_s, p_t, D, params, **({} if score is None else {"score": score}),
-                    **({} if gaussian is None else {"gaussian": gaussian}))
+        return case(description, h_t, H_s, p_t, D, params, **given(score=score, gaussian=gaussian))
 
     p_dot = _problem(rng, 2, 9, 3)
     W_p, v_p = rng.normal(size=(3, 4)), rng.normal(size=4)
