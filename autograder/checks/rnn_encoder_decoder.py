@@ -1,7 +1,8 @@
-"""Hidden checks for the RNN encoder-decoder exercise, as case tables (`engine.cases`): per task the mistakes
-it knows (GRU gates swapped, a missing bias or tanh, states in the wrong order or shape, the decoder input the
-wrong way round, BOS in the output, decoding that stops too early or too late, rows not padded with EOS) and
-the facts of every right value; per check its cases."""
+"""Hidden checks for the RNN encoder-decoder exercise, as case tables (`engine.cases`): per task the mistakes it
+knows (GRU gates swapped, a missing bias or tanh, states in the wrong order or shape, the decoder input the wrong
+way round, BOS in the output, decoding that stops early or late, rows not padded with EOS); per check its cases."""
+
+from functools import partial
 
 import numpy as np
 
@@ -16,8 +17,6 @@ SEED = 20140603  # Cho et al.'s "Learning phrase representations..." appeared on
 SATURATED = 60.0  # a gate pre-activation this large makes sigmoid exactly 0 or 1 in float64
 
 
-# -- inputs ------------------------------------------------------------------
-
 def cell_params(rng, cell, d_in, d_h, bias_scale=0.5):
     """Random parameters of an "rnn" or "gru" cell, with nonzero biases."""
     params = {}
@@ -28,10 +27,9 @@ def cell_params(rng, cell, d_in, d_h, bias_scale=0.5):
     return params
 
 
-# Greedy-decoding problems, found by searching seeds (tests/solutions/test_rnn_encoder_decoder.py
-# asserts what each one exercises): rows that finish at different steps, a row that never
-# finishes, an argmax never closer than 1e-3 to a tie.
-#   name -> (seed, cell, B, T, d_in, d_h, d_emb, V, bos_id, eos_id, eos_bias)
+# Greedy-decoding problems, found by searching seeds (tests/course/checks/test_rnn_encoder_decoder.py asserts
+# what each one exercises): rows that finish at different steps, a row that never finishes, an argmax never
+# closer than 1e-3 to a tie.   name -> (seed, cell, B, T, d_in, d_h, d_emb, V, bos_id, eos_id, eos_bias)
 GREEDY_PROBLEMS = {
     "rnn": (64, "rnn", 5, 6, 3, 6, 4, 7, 0, 1, 0.0),            # rows finish at 3, 1, -, 7, -
     "rnn-finishing": (21, "rnn", 4, 5, 3, 5, 3, 6, 5, 2, 0.0),  # rows finish at 4, 5, 4, 3
@@ -115,16 +113,11 @@ def _token_ids(tokens, on, **_):
                      "the argmax of the logits at each step, not probabilities or logits.")
 
 
-def _wrong_before_eos(actual, eos_id, expected=None, **arguments):
-    """Whether `actual` differs from `expected` (default: the reference's tokens) up to a row's first eos_id."""
-    expected = reference.greedy_decode(eos_id=eos_id, **arguments) if expected is None else expected
+def _wrong_before_eos(actual, eos_id, **arguments):
+    """Whether `actual` differs from the reference's tokens up to a row's first eos_id."""
+    expected = reference.greedy_decode(eos_id=eos_id, **arguments)
     before = np.cumsum(expected == eos_id, axis=1) - (expected == eos_id) == 0
     return not np.array_equal(actual[before], expected[before])
-
-
-def _greedy(**change):
-    """The greedy decoding of a known mistake (`greedy_variant`'s options)."""
-    return lambda **arguments: greedy_variant(**arguments, **change)
 
 
 NOT_PADDED = "a row that has produced eos_id keeps producing eos_id: fill the rest of a finished row with eos_id"
@@ -199,13 +192,14 @@ greedy_decode = exercise.task(
                 lambda bos_id, **arguments: np.pad(reference.greedy_decode(bos_id=bos_id, **arguments),
                                                    ((0, 0), (1, 0)), constant_values=bos_id)),
         *[Mistake("it stops before every row has produced eos_id: go on until every row has produced it or max_len "
-                  "tokens are out", _greedy(stop=stop)) for stop in ("first", "any")],
+                  "tokens are out", partial(greedy_variant, stop=stop)) for stop in ("first", "any")],
         Mistake("every row had produced eos_id before max_len: stop there instead of running to max_len",
-                _greedy(stop="never")),
-        Mistake("the decoder starts from s_0 = c = h_T (the last encoder state), not from zeros", _greedy(start="zeros")),
+                partial(greedy_variant, stop="never")),
+        Mistake("the decoder starts from s_0 = c = h_T (the last encoder state), not from zeros",
+                partial(greedy_variant, start="zeros")),
         Mistake("at each step the decoder reads the embedding of the token it produced last, not of BOS",
-                _greedy(feed="bos")),
-        Mistake(NOT_PADDED, _greedy(pad=False))],
+                partial(greedy_variant, feed="bos")),
+        Mistake(NOT_PADDED, partial(greedy_variant, pad=False))],
     facts=[Fact("{name}: " + NOT_PADDED + ".", _wrong_before_eos)])
 
 
@@ -303,28 +297,3 @@ def check_greedy_decode(function):
                            "b_h": np.zeros(5)}, embedding=np.eye(5))
     greedy_decode.check(function, cases + [
         case("the task's model whose decoder reads the previous token", X[:1], params, bos_id, eos_id, 4)])
-
-
-# -- shared with the Transformer's greedy decoding, which has the same output contract ------------
-
-def check_greedy_length(actual, expected, bos_id, max_len, description):
-    """Fail when ``actual`` starts with BOS or holds more than ``max_len`` tokens."""
-    k = actual.shape[1]
-    check(not (k >= 1 and np.all(actual[:, 0] == bos_id) and np.array_equal(actual[:, 1:], expected[:, :k - 1])),
-          f"on {description}, the output starts with BOS: it should hold only the generated tokens, from the "
-          "first one after BOS.")
-    check(k <= max_len, f"on {description}, greedy_decode produced {k} tokens: at most max_len={max_len}.")
-
-
-def check_greedy_contract(actual, expected, eos_id, max_len, description):
-    """Fail when the tokens ``actual`` are ``expected`` stopped too early, run too long, or not padded
-    with ``eos_id`` after a row's first ``eos_id``."""
-    k, L = actual.shape[1], expected.shape[1]
-    when = "once a row had" if np.any(expected[:, :k] == eos_id) else "before any row had"
-    check(not (k < L and np.array_equal(actual, expected[:, :k])),
-          f"on {description}, greedy_decode stopped after {k} step{'s' * (k != 1)}, {when} produced eos_id: go on "
-          f"until every row has produced it or max_len={max_len} tokens are out.")
-    check(not (k > L and np.array_equal(actual[:, :L], expected)), f"on {description}, every row had produced "
-          f"eos_id after {L} steps: stop there instead of running to max_len.")
-    check(not (k == L and not _wrong_before_eos(actual, eos_id, expected=expected)),
-          f"on {description}, {NOT_PADDED}.")
