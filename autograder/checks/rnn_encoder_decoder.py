@@ -297,3 +297,28 @@ def check_greedy_decode(function):
                            "b_h": np.zeros(5)}, embedding=np.eye(5))
     greedy_decode.check(function, cases + [
         case("the task's model whose decoder reads the previous token", X[:1], params, bos_id, eos_id, 4)])
+
+
+# -- shared with the Transformer's greedy decoding (its checks in main import them) ---------------
+
+def check_greedy_length(actual, expected, bos_id, max_len, description):
+    """Fail when ``actual`` starts with BOS or holds more than ``max_len`` tokens."""
+    k = actual.shape[1]
+    check(not (k >= 1 and np.all(actual[:, 0] == bos_id) and np.array_equal(actual[:, 1:], expected[:, :k - 1])),
+          f"on {description}, the output starts with BOS: it should hold only the generated tokens, from the "
+          "first one after BOS.")
+    check(k <= max_len, f"on {description}, greedy_decode produced {k} tokens: at most max_len={max_len}.")
+
+
+def check_greedy_contract(actual, expected, eos_id, max_len, description):
+    """Fail when the tokens ``actual`` are ``expected`` stopped too early, run too long, or not padded
+    with ``eos_id`` after a row's first ``eos_id``."""
+    k, L = actual.shape[1], expected.shape[1]
+    when = "once a row had" if np.any(expected[:, :k] == eos_id) else "before any row had"
+    check(not (k < L and np.array_equal(actual, expected[:, :k])),
+          f"on {description}, greedy_decode stopped after {k} step{'s' * (k != 1)}, {when} produced eos_id: go on "
+          f"until every row has produced it or max_len={max_len} tokens are out.")
+    check(not (k > L and np.array_equal(actual[:, :L], expected)), f"on {description}, every row had produced "
+          f"eos_id after {L} steps: stop there instead of running to max_len.")
+    before = np.cumsum(expected == eos_id, axis=1) - (expected == eos_id) == 0
+    check(not (k == L and np.array_equal(actual[before], expected[before])), f"on {description}, {NOT_PADDED}.")
