@@ -7,7 +7,7 @@ from functools import partial
 import numpy as np
 
 from solutions import rnn_encoder_decoder as reference
-from solutions.rnn_encoder_decoder import cell_function, sigmoid
+from solutions.rnn_encoder_decoder import cell_function, decode_step as _step, sigmoid
 
 from autograder.engine.cases import Exercise, Fact, Mistake, Output, case
 from autograder.engine.checking import check
@@ -91,14 +91,11 @@ def _states(X, params, cell):
     return reference.encode(X, params, cell)[0]
 
 
-_step = reference.decode_step
-
-
 def _starts_from_zero(H, X, params, cell):
     """False when H follows the recurrence from a first state that is not the cell on x_0 and h = 0."""
     step, T = cell_function(cell), X.shape[1]
-    return T == 1 or not np.allclose(H[:, 1:], np.stack([step(X[:, t], H[:, t - 1], params) for t in range(1, T)], 1)) \
-        or np.allclose(H[:, 0], step(X[:, 0], np.zeros_like(H[:, 0]), params))
+    recurrence = np.stack([step(X[:, t], H[:, t - 1], params) for t in range(1, T)], 1) if T > 1 else H[:, 1:]
+    return T == 1 or not np.allclose(H[:, 1:], recurrence) or np.allclose(H[:, 0], step(X[:, 0], 0 * H[:, 0], params))
 
 
 def _token_ids(tokens, on, **_):
@@ -126,7 +123,7 @@ exercise = Exercise(reference)
 rnn_cell = exercise.task("rnn_cell", hint="it differs from tanh(x_t W_xh + h_prev W_hh + b_h)", mistakes=[
     Mistake("the bias b_h is missing: add it before the tanh", _changed(reference.rnn_cell, lambda p: {"b_h": 0.0})),
     Mistake("apply tanh to x_t W_xh + h_prev W_hh + b_h", _pre),
-    Mistake("the nonlinearity is tanh, not the sigmoid", lambda x_t, h_prev, params: sigmoid(_pre(x_t, h_prev, params))),
+    Mistake("the nonlinearity is tanh, not the sigmoid", lambda **arguments: sigmoid(_pre(**arguments))),
     Mistake("h_prev @ W_hh is missing: the new state depends on the previous one",
             _changed(reference.rnn_cell, lambda p: {"W_hh": 0 * p["W_hh"]})),
     Mistake("x_t @ W_xh is missing: the new state depends on the input",
@@ -163,9 +160,9 @@ encode = exercise.task("encode", outputs=[
         Mistake("encode ignores cell='gru' and runs rnn_cell", lambda X, params, cell: _states(X, params, "rnn")),
         Mistake("H is in reverse order: H[:, t] is the state after reading x_t, so H[:, 0] comes after x_0",
                 lambda X, params, cell: _states(X, params, cell)[:, ::-1]),
-        Mistake("encode reads X from the end: read x_0 first", lambda X, params, cell: _states(X[:, ::-1], params, cell)),
-        Mistake("encode reads X from the end: read x_0 first",
-                lambda X, params, cell: _states(X[:, ::-1], params, cell)[:, ::-1]),
+        *[Mistake("encode reads X from the end: read x_0 first", backwards) for backwards in (
+            lambda X, params, cell: _states(X[:, ::-1], params, cell),
+            lambda X, params, cell: _states(X[:, ::-1], params, cell)[:, ::-1])],
         Mistake("it has shape (T, B, d_h); it should be (B, T, d_h): stack the states along axis 1",
                 lambda X, params, cell: _states(X, params, cell).swapaxes(0, 1)),
         Mistake("it has T + 1 states: it holds the T states computed after reading x_0 … x_(T−1), not the zero "
@@ -281,25 +278,25 @@ def _task_model():
 
 
 def check_greedy_decode(function):
-    cases = []
-    for description, problem, max_len, pass_cell in [
-            ("an rnn model whose rows finish at different steps, one never (max_len=9)", "rnn", 9, False),
-            ("the same model with max_len=3, before most rows finish", "rnn", 3, True),
-            ("an rnn model whose rows all finish before max_len=12, with bos_id=5 and eos_id=2",
-             "rnn-finishing", 12, True),
-            ("a gru model with bos_id=3 and eos_id=6 (max_len=8)", "gru", 8, True),
-            ("the rnn model with max_len=1", "rnn", 1, True)]:
-        X, params, bos_id, eos_id, cell = greedy_problem(problem)
-        cases.append(case(description, X, params, bos_id, eos_id, max_len, *([cell] if pass_cell else [])))
-    cases += [case(f"the task's model with max_len={max_len}", *_task_model(), max_len) for max_len in (6, 3)]
-    X, params, bos_id, eos_id = _task_model()  # its decoder that reads the previous token: 0 → 1 → 2 → 3 → 4
+    def problem(description, name, max_len, pass_cell=True):
+        X, params, bos_id, eos_id, cell = greedy_problem(name)
+        return case(description, X, params, bos_id, eos_id, max_len, *([cell] if pass_cell else []))
+
+    X, params, bos_id, eos_id = _task_model()  # with a decoder that reads the previous token: 0 → 1 → 2 → 3 → 4
     params.update(decoder={"W_xh": np.vstack([10 * np.eye(5, k=1), np.zeros((5, 5))]), "W_hh": np.zeros((5, 5)),
                            "b_h": np.zeros(5)}, embedding=np.eye(5))
-    greedy_decode.check(function, cases + [
+    greedy_decode.check(function, [
+        problem("an rnn model whose rows finish at different steps, one never (max_len=9)", "rnn", 9, False),
+        problem("the same model with max_len=3, before most rows finish", "rnn", 3),
+        problem("an rnn model whose rows all finish before max_len=12, with bos_id=5 and eos_id=2",
+                "rnn-finishing", 12),
+        problem("a gru model with bos_id=3 and eos_id=6 (max_len=8)", "gru", 8),
+        problem("the rnn model with max_len=1", "rnn", 1),
+        *[case(f"the task's model with max_len={max_len}", *_task_model(), max_len) for max_len in (6, 3)],
         case("the task's model whose decoder reads the previous token", X[:1], params, bos_id, eos_id, 4)])
 
 
-# -- shared with the Transformer's greedy decoding (its checks in main import them) ---------------
+# -- shared with the Transformer's greedy decoding, whose checks in main import them (checks-cb's do not) --
 
 def check_greedy_length(actual, expected, bos_id, max_len, description):
     """Fail when ``actual`` starts with BOS or holds more than ``max_len`` tokens."""
