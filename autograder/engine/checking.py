@@ -68,12 +68,13 @@ def check_shape(actual, shape, name):
     )
 
 
-def close(actual, expected):
+def close(actual, expected, tolerance=(RTOL, ATOL)):
     """Whether `actual` has the shape and (within RTOL, ATOL) the values of `expected`: equal
     only where both are finite or both the same infinity (NaN equals nothing)."""
     try:
         actual, expected = np.asarray(actual), np.asarray(expected)
-        return actual.shape == expected.shape and bool(np.allclose(actual, expected, rtol=RTOL, atol=ATOL))
+        rtol, atol = tolerance
+        return actual.shape == expected.shape and bool(np.allclose(actual, expected, rtol=rtol, atol=atol))
     except (TypeError, ValueError):  # not numbers
         return False
 
@@ -106,7 +107,7 @@ def named_cause(actual, expected, mistakes, same=close):
     return causes.pop() if len(causes) == 1 else None
 
 
-def check_close(actual, expected, name, hint="", mistakes=(), facts=None, same=close):
+def check_close(actual, expected, name, hint="", mistakes=(), facts=None, same=close, tolerance=(RTOL, ATOL)):
     """Check that `actual` has the shape, kind and values of `expected`.
 
     On a difference the message names a mistake of `mistakes`, pairs (what that
@@ -124,7 +125,7 @@ def check_close(actual, expected, name, hint="", mistakes=(), facts=None, same=c
         check(actual.dtype == bool, f"{name} should be a boolean array, not {actual.dtype}.")
         if np.array_equal(actual, expected):
             return
-    elif close(actual, expected):
+    elif close(actual, expected, tolerance):
         return
     mistake = named_cause(actual, expected, mistakes() if callable(mistakes) else mistakes, same)
     if mistake is not None:
