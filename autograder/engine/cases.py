@@ -26,15 +26,24 @@ the hint (what is right; it names no cause).
 
 A mistake, a fact and an `expected` receive the case's arguments by name, bound to the
 reference's signature with its defaults (a mistake's lambda names the reference's parameters).
+
+Where an output needs it: `requires`, facts checked before its type and shape (token ids are an
+int array); `leaves`, an output that is a dict or list of arrays (parameters' gradients, a cache),
+each array judged as an output of its own. A case may be `rejected` (the function must raise
+ValueError), or `copied` (its arguments hold a random generator that each call consumes).
 """
 
+import contextlib
+import copy
 import dataclasses
 import inspect
+import io
+import warnings
 
 import numpy as np
 
 from .checking import ATOL, RTOL, CheckFailed, check, check_shape, close, named_cause, shown
-from .harness import call, call_in_memory
+from .harness import call, call_in_memory, standing_in
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,26 +81,53 @@ class Fact:
 class Output:
     """One output of a function that returns a tuple (or its only output: name None).
     `expected(got, **arguments)`, when given, is its right value computed from the student's
-    other outputs `got` (a dict by name), so one mistake is not counted twice."""
+    other outputs `got` (a dict by name), so one mistake is not counted twice.
+    `requires`: facts checked first, before the type and shape (what a wrong shape means).
+    `leaves`: the output is a dict or list (nested) of arrays: its keys and lengths must be the
+    reference's, and each array is judged as an output named by its path (`grad_params['W_q']`),
+    a mistake's value taken at the same path."""
     name: str = None
     hint: str = ""
     mistakes: tuple = ()
     facts: tuple = ()
     expected: object = None
+    requires: tuple = ()
+    leaves: bool = False
 
 
 @dataclasses.dataclass
 class Case:
     """One input of a check: `description` names it in messages. `memory_bytes`: the call must
-    fit in that much memory, measured outside the student's process (`harness.call_in_memory`)."""
+    fit in that much memory, measured outside the student's process (`harness.call_in_memory`).
+    `invalid`: the function must raise ValueError on it, for that reason. `copied`: the student's
+    function and the reference each get their own deep copy of the arguments (a random generator:
+    both draw the same numbers), and mistakes, facts and `expected` the arguments as they were
+    (copy a generator there before drawing from it)."""
     description: str
     args: tuple
     kwargs: dict
     memory_bytes: int = None
+    invalid: str = None
+    copied: bool = False
 
     def within(self, memory_bytes):
         self.memory_bytes = memory_bytes
         return self
+
+    def rejected(self, reason):
+        """The function must raise ValueError on this case: `reason` says why."""
+        self.invalid = reason
+        return self
+
+    def copying(self):
+        """Each call gets its own deep copy of the arguments (see `copied`)."""
+        self.copied = True
+        return self
+
+    def given(self):
+        """This case, with arguments of its own when it is `copied`."""
+        return dataclasses.replace(self, args=copy.deepcopy(self.args), kwargs=copy.deepcopy(self.kwargs)) \
+            if self.copied else self
 
 
 def case(description, *args, **kwargs):
@@ -156,9 +192,12 @@ class Task:
 
     def judge(self, function, each):
         """Judge `function` on the case `each`: raise CheckFailed with one sentence, or return
-        the student's outputs by name."""
-        actual = self.run(function, each)
-        expected = self.reference(*each.args, **each.kwargs)
+        the student's outputs by name. A case `rejected` only checks that it raises ValueError."""
+        if each.invalid is not None:
+            return self._rejects(function, each)
+        actual = self.run(function, each.given())
+        given = each.given()
+        expected = self.reference(*given.args, **given.kwargs)
         arguments = self.arguments(each)
         if not self.tuple:
             actual, expected = (actual,), (expected,)
@@ -168,11 +207,42 @@ class Task:
         for index in self.order:
             output = self.outputs[index]
             wanted = expected[index] if output.expected is None else output.expected(got, **arguments)
-            self._judge_output(output, index, actual[index], wanted, arguments, each.description)
+            judge = self._judge_leaves if output.leaves else self._judge_output
+            judge(output, index, actual[index], wanted, arguments, each.description)
         return got
 
-    def _name(self, output, description):
-        return f"{self.name} on {description}" if output.name is None else f"the {output.name} on {description}"
+    def _rejects(self, function, each):
+        """Check that `function` raises ValueError on `each` (the stand-ins answering, its output silenced)."""
+        with warnings.catch_warnings(), np.errstate(all="ignore"), contextlib.redirect_stderr(io.StringIO()), \
+                standing_in(function, self.exercise.graded) as run:
+            warnings.simplefilter("ignore")
+            try:
+                run(*each.args, **each.kwargs)
+            except ValueError:
+                return None
+            except Exception as error:  # any failure of student code is a failed check
+                raise CheckFailed(f"{self.name} should raise ValueError on {each.description}, not "
+                                  f"{type(error).__name__}: {each.invalid}.") from None
+        raise CheckFailed(f"{self.name} should raise ValueError on {each.description}: {each.invalid}.")
+
+    def _judge_leaves(self, output, index, actual, wanted, arguments, description, path=()):
+        """Judge the dict or list `actual` against `wanted`, key by key, down to its arrays."""
+        if not isinstance(wanted, (dict, list, tuple)):
+            return self._judge_output(output, index, actual, wanted, arguments, description, path)
+        where = self._name(output, description, path)
+        if isinstance(wanted, dict):
+            check(isinstance(actual, dict) and set(actual) == set(wanted),
+                  f"{where} should be a dict with the keys {sorted(wanted)}.")
+        else:
+            check(isinstance(actual, (list, tuple)) and len(actual) == len(wanted),
+                  f"{where} should be a list of {len(wanted)}.")
+        for key in (wanted if isinstance(wanted, dict) else range(len(wanted))):
+            self._judge_leaves(output, index, actual[key], wanted[key], arguments, description, (*path, key))
+
+    def _name(self, output, description, path=()):
+        at = "".join(f"[{key!r}]" for key in path)
+        return f"{self.name}{at} on {description}" if output.name is None else \
+            f"the {output.name}{at} on {description}"
 
     def _check_tuple(self, actual, expected, description):
         names = ", ".join(output.name for output in self.outputs)
@@ -184,8 +254,10 @@ class Task:
                 and [np.shape(value) for value in actual] != shapes:
             check(False, f"{self.name} should return ({names}) in this order.")
 
-    def _judge_output(self, output, index, actual, wanted, arguments, description):
-        name = self._name(output, description)
+    def _judge_output(self, output, index, actual, wanted, arguments, description, path=()):
+        name = self._name(output, description, path)
+        for fact in output.requires:
+            fact.explain(actual, name, arguments)
         wanted = np.asarray(wanted)
         if wanted.ndim == 0 and isinstance(actual, (int, float, np.number)) and not isinstance(actual, bool):
             actual = np.asarray(actual)  # a number, where one number is expected
@@ -196,7 +268,7 @@ class Task:
                 return
         elif close(actual, wanted):
             return
-        mistakes = self._mistakes(output, index, arguments)
+        mistakes = self._mistakes(output, index, arguments, path)
         cause = named_cause(actual, wanted, mistakes, same=_same)
         if cause is not None:
             raise CheckFailed(f"{name}: {cause}.", cause=cause)
@@ -206,18 +278,21 @@ class Task:
               f"{name} contains NaN or inf.")
         raise CheckFailed(f"{name}: {shown(actual, wanted)}" + (f" ({output.hint})." if output.hint else "."))
 
-    def _mistakes(self, output, index, arguments):
-        """(value, message) of each mistake of `output` that applies to the case."""
+    def _mistakes(self, output, index, arguments, path=()):
+        """(value, message) of each mistake of `output` that applies to the case (at `path`, of
+        `leaves`)."""
         found = []
         for mistake in output.mistakes:
             if not mistake.applies(arguments):
                 continue
             try:
                 value = mistake.gives(**arguments)
+                if self.tuple and isinstance(value, tuple):
+                    value = value[index]
+                for key in path:
+                    value = value[key]
             except (ArithmeticError, ValueError, TypeError, IndexError, KeyError):
                 continue  # this mistake cannot give a value on this case
-            if self.tuple and isinstance(value, tuple):
-                value = value[index]
             found.append((value, mistake.message))
         return found
 
