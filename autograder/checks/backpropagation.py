@@ -1,12 +1,6 @@
-"""Hidden checks for the backpropagation exercise, as case tables (`engine.cases`).
-
-Each task declares its gradients (the reference in ``solutions/backpropagation.py``), the mistakes
-it knows (a term of the softmax's Jacobian dropped or summed over another axis, the scale
-forgotten or applied twice, the mask ignored, a path of layer norm dropped, the cross-entropy's
-mean, sign and smoothing, a weight not transposed) and the facts every right gradient has; each
-check lists its seeded cases (several leading axes, masks with all-masked rows, logits of ±1e4,
-label smoothing on and off). A later task is judged with the reference's earlier ones standing in.
-"""
+"""Hidden checks for the backpropagation exercise, as case tables (`engine.cases`): each task's gradients,
+known mistakes and facts; each check's seeded cases (several leading axes, masks with all-masked rows,
+logits of ±1e4, label smoothing on and off). A later task is judged with the reference's earlier ones."""
 
 import numpy as np
 
@@ -18,21 +12,12 @@ from autograder.engine.harness import seeded
 
 SEED = 19861009  # Rumelhart, Hinton & Williams, "Learning representations by back-propagating errors", Nature, 9 October 1986
 FINITE = Fact("{name} contains NaN or inf (an all-masked row has weight 0 everywhere: its gradient is 0).",
-              lambda actual, **arguments: np.all(np.isfinite(actual)))
-
-
-def _wrong_axis(a):
-    """The softmax backward with its sum taken over axis `a` (negative), where that is another axis."""
-    return Mistake(f"the sum Σ g ⊙ w is taken over axis {a}: take it over the softmax's axis, with keepdims=True",
-                   lambda weights, grad_weights, axis: weights * (grad_weights - np.sum(
-                       grad_weights * weights, axis=a, keepdims=True)),
-                   when=lambda weights, grad_weights, axis: a >= -weights.ndim and weights.shape[a] > 1
-                   and a != axis - weights.ndim * (axis >= 0))
+              lambda actual, **_: np.all(np.isfinite(actual)))
+MHA = reference.multi_head_attention_backward
 
 
 def _through_scores(grad_scores):
-    """The attention's gradients when the scores' is `grad_scores(A, grad_A, √d_k)` (the right one:
-    softmax_backward(A, grad_A) / √d_k)."""
+    """The attention's gradients when the scores' is `grad_scores(A, grad_A, √d_k)`."""
     def gives(Q, K, V, grad_output, mask):
         root = np.sqrt(Q.shape[-1])
         weights = masked_softmax(Q @ np.swapaxes(K, -1, -2) / root, mask)
@@ -41,11 +26,10 @@ def _through_scores(grad_scores):
     return gives
 
 
-def _layer_norm(g=lambda gamma, grad_output: grad_output * gamma, ddof=0, mean=True, variance=True, with_eps=True):
-    """grad_X of layer norm with one step changed: the gradient reaching x̂ `g`, the variance's
-    `ddof`, a path (through the `mean`, the `variance`) or eps dropped."""
+def _layer_norm(ddof=0, mean=True, variance=True, with_gamma=True, with_eps=True):
+    """grad_X with one step changed: the variance's `ddof`, a path (`mean`, `variance`), γ or eps dropped."""
     def gives(X, gamma, beta, grad_output, eps):
-        grad = g(gamma, grad_output)
+        grad = grad_output * (gamma if with_gamma else 1.0)
         std = np.sqrt(X.var(axis=-1, ddof=ddof, keepdims=True) + eps * with_eps)
         normalized = (X - X.mean(axis=-1, keepdims=True)) / std
         result = grad - mean * grad.mean(axis=-1, keepdims=True)
@@ -55,8 +39,7 @@ def _layer_norm(g=lambda gamma, grad_output: grad_output * gamma, ddof=0, mean=T
 
 def _cross_entropy(target=lambda onehot, e, V: (1 - e) * onehot + e / V, divide=lambda counted, N: N,
                    padded=False, sign=1):
-    """(loss, grad_logits) with one step changed: the target distribution `target(onehot, ε, V)`,
-    the divisor `divide(counted, N)`, a gradient at `padded` positions too, its `sign`."""
+    """(loss, grad_logits) with one step changed: the target q, the divisor, padded positions, the sign."""
     def gives(logits, targets, mask, label_smoothing):
         counted = np.ones(targets.shape, bool) if mask is None else mask
         N, V = max(int(counted.sum()), 1), logits.shape[-1]
@@ -69,29 +52,24 @@ def _cross_entropy(target=lambda onehot, e, V: (1 - e) * onehot + e / V, divide=
     return gives
 
 
-def _untransposed(Q, K, V, params, num_heads, grad_output, mask):
-    """grad_Q, grad_K, grad_V through X @ W taken as grad_Y @ W, not grad_Y @ Wᵀ."""
-    right = reference.multi_head_attention_backward(Q, K, V, params, num_heads, grad_output, mask)
-    return tuple(np.linalg.solve(params[f"W_{n}"], np.swapaxes(grad, -1, -2)).swapaxes(-1, -2) @ params[f"W_{n}"]
-                 for grad, n in zip(right, "qkv"))
-
-
 exercise = Exercise(reference)
-softmax_backward = exercise.task(
-    "softmax_backward", hint="it should be w ⊙ (g − Σ_axis g ⊙ w)", facts=[FINITE], mistakes=[
-        Mistake("the term − Σ_j g_j w_j is missing: the Jacobian is diag(w) − w wᵀ, so subtract each row's "
-                "sum of g ⊙ w", lambda weights, grad_weights, axis: weights * grad_weights),
-        Mistake("only the diagonal of the Jacobian is used: every weight depends on every score",
-                lambda weights, grad_weights, axis: weights * (1 - weights) * grad_weights),
-        Mistake("the result must be multiplied by the weights: w ⊙ (g − Σ g ⊙ w)",
-                lambda weights, grad_weights, axis: grad_weights - np.sum(grad_weights * weights, axis=axis,
-                                                                          keepdims=True)),
-        Mistake("the row sums are broadcast along the wrong axis: keep the summed axis (keepdims=True)",
-                lambda weights, grad_weights, axis: weights * (grad_weights - np.sum(
-                    grad_weights * weights, axis=-1)[..., None, :]),
-                when=lambda weights, grad_weights, axis: weights.ndim > 1 and axis == -1
-                and weights.shape[-1] == weights.shape[-2]),
-        *(_wrong_axis(a) for a in (-1, -2, -3, -4))])
+softmax_backward = exercise.task("softmax_backward", hint="it should be w ⊙ (g − Σ_axis g ⊙ w)", facts=[FINITE],
+                                 mistakes=[
+    Mistake("the term − Σ_j g_j w_j is missing: the Jacobian is diag(w) − w wᵀ, so subtract each row's sum of "
+            "g ⊙ w", lambda weights, grad_weights, axis: weights * grad_weights),
+    Mistake("only the diagonal of the Jacobian is used: every weight depends on every score",
+            lambda weights, grad_weights, axis: weights * (1 - weights) * grad_weights),
+    Mistake("the result must be multiplied by the weights: w ⊙ (g − Σ g ⊙ w)",
+            lambda weights, grad_weights, axis: grad_weights - np.sum(grad_weights * weights, axis, keepdims=True)),
+    Mistake("the row sums are broadcast along the wrong axis: keep the summed axis (keepdims=True)",
+            lambda weights, grad_weights, axis: weights * (grad_weights - np.sum(grad_weights * weights, -1)[..., None, :]),
+            when=lambda weights, grad_weights, axis: axis == -1 and weights.ndim > 1
+            and weights.shape[-1] == weights.shape[-2]),
+    *(Mistake(f"the sum Σ g ⊙ w is taken over axis {a}: take it over the softmax's axis, with keepdims=True",
+              lambda weights, grad_weights, axis, a=a: weights * (grad_weights - np.sum(grad_weights * weights, a,
+                                                                                         keepdims=True)),
+              when=lambda weights, grad_weights, axis, a=a: -weights.ndim <= a != axis - weights.ndim * (axis >= 0)
+              and weights.shape[a] > 1) for a in (-1, -2, -3, -4))])
 SDPA_MISTAKES = [
     Mistake("the scale is forgotten in the backward: the scores are Q Kᵀ/√d_k, so their gradient is divided by "
             "√d_k too", _through_scores(lambda A, grad_A, root: reference.softmax_backward(A, grad_A))),
@@ -102,32 +80,27 @@ SDPA_MISTAKES = [
     Mistake("the softmax backward sums over the queries (axis −2): the softmax runs over the keys (axis −1)",
             _through_scores(lambda A, grad_A, root: A * (grad_A - np.sum(grad_A * A, axis=-2, keepdims=True)) / root)),
     Mistake("the mask is ignored in the backward: recompute the weights with the mask, as the forward does",
-            lambda Q, K, V, grad_output, mask: reference.scaled_dot_product_attention_backward(Q, K, V, grad_output),
-            when=lambda Q, K, V, grad_output, mask: mask is not None)]
-SDPA_HINT = ("with S = Q Kᵀ/√d_k and A = softmax(S): grad_V = Aᵀ G, grad_A = G Vᵀ, "
-             "grad_S = softmax_backward(A, grad_A), grad_Q = grad_S K/√d_k, grad_K = grad_Sᵀ Q/√d_k")
+            lambda mask, **given: reference.scaled_dot_product_attention_backward(**given),
+            when=lambda mask, **_: mask is not None)]
 attention_backward = exercise.task("scaled_dot_product_attention_backward", outputs=[
-    Output(name, SDPA_HINT, SDPA_MISTAKES, [FINITE]) for name in ("grad_Q", "grad_K", "grad_V")])
-LN_SUM = "grad_gamma = Σ grad_output ⊙ x̂ and grad_beta = Σ grad_output, over all leading axes"
-LN_SUMMED = Fact("{name} has the shape of X {X.shape}: sum it over all the leading axes, to shape {gamma.shape}.",
-                 lambda actual, X, gamma, beta, grad_output, eps: np.shape(actual) != X.shape or X.ndim == 1)
+    Output(name, "with S = Q Kᵀ/√d_k and A = softmax(S): grad_V = Aᵀ G, grad_A = G Vᵀ, grad_S = "
+           "softmax_backward(A, grad_A), grad_Q = grad_S K/√d_k, grad_K = grad_Sᵀ Q/√d_k", SDPA_MISTAKES, [FINITE])
+    for name in ("grad_Q", "grad_K", "grad_V")])
 layer_norm_backward = exercise.task("layer_norm_backward", outputs=[
-    Output("grad_X", "with g = grad_output ⊙ γ: grad_X = (g − mean(g) − x̂ · mean(g ⊙ x̂)) / √(var + eps)",
-           facts=[FINITE], mistakes=[
-               Mistake("the term through the mean is dropped: subtract mean(g)", _layer_norm(mean=False)),
-               Mistake("the term through the variance is dropped: subtract x̂ · mean(g ⊙ x̂)",
-                       _layer_norm(variance=False)),
-               Mistake("the paths through the mean and the variance are both dropped",
-                       _layer_norm(mean=False, variance=False)),
-               Mistake("the variance is unbiased (divides by d − 1): layer norm uses the biased variance, "
-                       "dividing by d", _layer_norm(ddof=1)),
-               Mistake("γ is missing: the gradient reaching x̂ is grad_output ⊙ γ",
-                       _layer_norm(g=lambda gamma, grad_output: grad_output)),
-               Mistake("eps is missing: σ = √(var + eps)", _layer_norm(with_eps=False))]),
-    *(Output(name, LN_SUM, [Mistake("grad_gamma and grad_beta are swapped",
-                                    lambda X, gamma, beta, grad_output, eps, other=other:
-                                    reference.layer_norm_backward(X, gamma, beta, grad_output, eps)[other])],
-             [FINITE], requires=[LN_SUMMED]) for name, other in (("grad_gamma", 2), ("grad_beta", 1)))])
+    Output("grad_X", "with g = grad_output ⊙ γ: grad_X = (g − mean(g) − x̂ · mean(g ⊙ x̂)) / √(var + eps)", [
+        Mistake("the term through the mean is dropped: subtract mean(g)", _layer_norm(mean=False)),
+        Mistake("the term through the variance is dropped: subtract x̂ · mean(g ⊙ x̂)", _layer_norm(variance=False)),
+        Mistake("the paths through the mean and the variance are both dropped", _layer_norm(mean=False, variance=False)),
+        Mistake("the variance is unbiased (divides by d − 1): layer norm uses the biased variance, dividing by d",
+                _layer_norm(ddof=1)),
+        Mistake("γ is missing: the gradient reaching x̂ is grad_output ⊙ γ", _layer_norm(with_gamma=False)),
+        Mistake("eps is missing: σ = √(var + eps)", _layer_norm(with_eps=False))], [FINITE]),
+    *(Output(name, "grad_gamma = Σ grad_output ⊙ x̂ and grad_beta = Σ grad_output, over all leading axes",
+             [Mistake("grad_gamma and grad_beta are swapped",
+                      lambda other=other, **given: reference.layer_norm_backward(**given)[other])], [FINITE],
+             requires=[Fact("{name} has the shape of X {X.shape}: sum it over all the leading axes, to shape "
+                            "{gamma.shape}.", lambda actual, X, **_: np.shape(actual) != X.shape or X.ndim == 1)])
+      for name, other in (("grad_gamma", 2), ("grad_beta", 1)))])
 CE_MISTAKES = [
     Mistake("it is summed over the positions: take the mean over the N counted positions (the gradient is "
             "divided by N)", _cross_entropy(divide=lambda counted, N: 1)),
@@ -135,7 +108,7 @@ CE_MISTAKES = [
             _cross_entropy(divide=lambda counted, N: counted.size)),
     Mistake("the padded positions get a gradient: it is 0 where the mask is False", _cross_entropy(padded=True)),
     Mistake("the gradient has the wrong sign: it is softmax(logits) − q", _cross_entropy(sign=-1)),
-    *(Mistake(message, _cross_entropy(target), when=lambda logits, targets, mask, label_smoothing: label_smoothing)
+    *(Mistake(message, _cross_entropy(target), when=lambda label_smoothing, **_: label_smoothing)
       for message, target in (
           ("the smoothing puts ε/(V−1) on the other classes only: the course (Szegedy et al. 2016) uses "
            "q = (1 − ε)·onehot + ε/V, so the target keeps ε/V too",
@@ -147,77 +120,64 @@ cross_entropy = exercise.task("cross_entropy", outputs=[
     Output("loss", "it should be the mean over counted positions of −Σ_k q_k log softmax_k", CE_MISTAKES, [
         Fact("{name} is not finite: compute log softmax as shifted − log Σ exp(shifted), with shifted = "
              "logits − max, not log(softmax), which is −inf where softmax underflows to 0.",
-             lambda actual, logits, targets, mask, label_smoothing: np.isfinite(actual))]),
+             lambda actual, **_: np.isfinite(actual))]),
     Output("grad_logits", "it should be (softmax(logits) − q) / N at counted positions, 0 elsewhere", CE_MISTAKES,
            [FINITE])])
-MHA_HINT = ("for Y = X @ W + b, grad_X = grad_Y @ Wᵀ; the heads are split after the projection, so their "
-            "gradients are merged before it")
 MHA_MISTAKES = [
-    Mistake("the gradient through X @ W is grad_Y @ W, without the transpose: it is grad_Y @ Wᵀ", _untransposed),
+    Mistake("the gradient through X @ W is grad_Y @ W, without the transpose: it is grad_Y @ Wᵀ",
+            lambda params, **given: tuple(np.linalg.solve(W := params[f"W_{n}"], np.swapaxes(grad, -1, -2)).swapaxes(
+                -1, -2) @ W for grad, n in zip(MHA(params=params, **given), "qkv"))),
     Mistake("the mask is ignored in the backward: pass it to the attention's backward",
-            lambda Q, K, V, params, num_heads, grad_output, mask:
-            reference.multi_head_attention_backward(Q, K, V, params, num_heads, grad_output)[:3],
-            when=lambda Q, K, V, params, num_heads, grad_output, mask: mask is not None),
+            lambda mask, **given: MHA(**given)[:3], when=lambda mask, **_: mask is not None),
     Mistake("each of grad_Q, grad_K and grad_V is the gradient through its own argument; only their sum is "
-            "the gradient of the self-attention input",
-            lambda Q, K, V, params, num_heads, grad_output, mask:
-            (sum(reference.multi_head_attention_backward(Q, K, V, params, num_heads, grad_output, mask)[:3]),) * 3,
-            when=lambda Q, K, V, params, num_heads, grad_output, mask: K is Q and V is Q)]
+            "the gradient of the self-attention input", lambda **given: (sum(MHA(**given)[:3]),) * 3,
+            when=lambda Q, K, V, **_: K is Q and V is Q)]
 mha_backward = exercise.task("multi_head_attention_backward", outputs=[
-    *(Output(name, MHA_HINT, MHA_MISTAKES, [FINITE]) for name in ("grad_Q", "grad_K", "grad_V")),
+    *(Output(name, "for Y = X @ W + b, grad_X = grad_Y @ Wᵀ; the heads are split after the projection, so their "
+             "gradients are merged before it", MHA_MISTAKES, [FINITE]) for name in ("grad_Q", "grad_K", "grad_V")),
     Output("grad_params", "for Y = X @ W + b: grad_W = Xᵀ grad_Y and grad_b = Σ grad_Y, summed over the batch "
            "and time axes", leaves=True, facts=[FINITE], mistakes=[
                Mistake("it is transposed: for Y = X @ W, grad_W = Xᵀ @ grad_Y, of W's shape (d_in, d_out)",
-                       lambda Q, K, V, params, num_heads, grad_output, mask: {key: value.T for key, value in
-                       reference.multi_head_attention_backward(Q, K, V, params, num_heads, grad_output, mask)[3].items()})],
+                       lambda **given: {key: value.T for key, value in MHA(**given)[3].items()})],
            requires=[Fact("{name} has another shape than its parameter: sum it over the batch and time axes.",
-                          lambda actual, Q, K, V, params, num_heads, grad_output, mask:
-                          np.shape(actual) in {value.shape for value in params.values()})])])
+                          lambda actual, params, **_: np.shape(actual) in {p.shape for p in params.values()})])])
 
 
 def check_softmax_backward(function):
     rng = seeded(SEED)
     masked = masked_softmax(rng.normal(size=(2, 4, 4)), causal_mask(4)[::-1] & (np.arange(4) > 0))
-    weights = [
+    softmax_backward.check(function, [case(text, w, rng.normal(size=w.shape), axis=axis) for text, w, axis in [
         ("a vector of 5 weights", softmax(rng.normal(size=5)), -1),
         ("weights of shape (3, 4) along the last axis", softmax(rng.normal(size=(3, 4))), -1),
         ("weights of shape (2, 3, 4, 4) along the last axis", softmax(rng.normal(size=(2, 3, 4, 4))), -1),
         ("weights of shape (4, 3) along axis 0", softmax(rng.normal(size=(4, 3)), 0), 0),
         ("masked weights (2, 4, 4) with an all-masked row", masked, -1),
-        ("saturated weights (scores of ±1e4)", softmax(rng.uniform(-1e4, 1e4, size=(3, 5))), -1),
-    ]
-    softmax_backward.check(function, [case(description, w, rng.normal(size=w.shape), axis=axis)
-                                      for description, w, axis in weights])
+        ("saturated weights (scores of ±1e4)", softmax(rng.uniform(-1e4, 1e4, size=(3, 5))), -1)]])
 
 
 def check_scaled_dot_product_attention_backward(function):
-    rng = seeded(SEED + 1)
+    rng, visible = seeded(SEED + 1), np.random.default_rng(0)  # visible: the task's batch
 
-    def problem(lead, T_q, T_k, d_k, d_v, scale=1.0):
-        return (scale * rng.normal(size=(*lead, T_q, d_k)), scale * rng.normal(size=(*lead, T_k, d_k)),
-                rng.normal(size=(*lead, T_k, d_v)), rng.normal(size=(*lead, T_q, d_v)))
-
+    def problem(lead, T_q, T_k, d_k, d_v, scale=1.0, draw=rng):
+        return (scale * draw.normal(size=(*lead, T_q, d_k)), scale * draw.normal(size=(*lead, T_k, d_k)),
+                draw.normal(size=(*lead, T_k, d_v)), draw.normal(size=(*lead, T_q, d_v)))
     empty_row = rng.random((3, 5)) < 0.6
     empty_row[1] = False
     empty_row[:, 0] |= np.arange(3) != 1
-    # the task's examples: one query, two keys orthogonal to it; a batch with an all-masked query
     example = (np.array([[1.0, 0, 0, 0]]), np.array([[0, 1.0, 0, 0], [0, -1.0, 0, 0]]), np.array([[1.0], [0.0]]),
                np.array([[1.0]]))
-    visible = np.random.default_rng(0)
-    batch = [visible.normal(size=size) for size in ((2, 3, 4), (2, 3, 4), (2, 3, 2), (2, 3, 2))]
-    attention_backward.check(function, [
-        case("one sequence (T_q=3, T_k=4, d_k=5, d_v=2)", *problem((), 3, 4, 5, 2), mask=None),
-        case("a batch (B=2, T=4, d_k=d_v=8) with a causal mask", *problem((2,), 4, 4, 8, 8), mask=causal_mask(4)),
-        case("two leading axes (2, 3), T_q=3, T_k=5, d_k=4, d_v=3, a mask with an all-masked query",
-             *problem((2, 3), 3, 5, 4, 3), mask=empty_row),
-        case("a batch (B=3, T_q=2, T_k=4) with a padding mask (B, 1, T_k)", *problem((3,), 2, 4, 4, 2),
-             mask=padding_mask(np.array([4, 2, 1]), 4)[:, None, :]),
-        case("large scores (entries of Q and K about 5)", *problem((2,), 3, 3, 4, 2, scale=5.0), mask=None),
-        case("the task's example", *example, mask=None),
-        case("the task's example with key 1 masked", *example, mask=np.array([[True, False]])),
-        case("the task's batch with a causal mask and an all-masked query 0", *batch,
-             mask=np.tril(np.ones((3, 3), dtype=bool)) & (np.arange(3) > 0)[:, None]),
-    ])
+    attention_backward.check(function, [case(description, *arrays, mask=mask) for description, arrays, mask in [
+        ("one sequence (T_q=3, T_k=4, d_k=5, d_v=2)", problem((), 3, 4, 5, 2), None),
+        ("a batch (B=2, T=4, d_k=d_v=8) with a causal mask", problem((2,), 4, 4, 8, 8), causal_mask(4)),
+        ("two leading axes (2, 3), T_q=3, T_k=5, d_k=4, d_v=3, a mask with an all-masked query",
+         problem((2, 3), 3, 5, 4, 3), empty_row),
+        ("a batch (B=3, T_q=2, T_k=4) with a padding mask (B, 1, T_k)", problem((3,), 2, 4, 4, 2),
+         padding_mask(np.array([4, 2, 1]), 4)[:, None, :]),
+        ("large scores (entries of Q and K about 5)", problem((2,), 3, 3, 4, 2, scale=5.0), None),
+        ("the task's example (one query, two keys orthogonal to it)", example, None),
+        ("the task's example with key 1 masked", example, np.array([[True, False]])),
+        ("the task's batch with a causal mask and an all-masked query 0", problem((2,), 3, 3, 4, 2, draw=visible),
+         np.tril(np.ones((3, 3), dtype=bool)) & (np.arange(3) > 0)[:, None])]])
 
 
 def check_layer_norm_backward(function):
@@ -227,14 +187,12 @@ def check_layer_norm_backward(function):
         X = rng.normal(size=(*lead, d))
         X = 100 + 30 * X if shift else X
         return case(description, X, rng.normal(size=d), rng.normal(size=d), rng.normal(size=(*lead, d)), eps=eps)
-
     layer_norm_backward.check(function, [
         problem("one vector of size 6", (), 6, 1e-5),
         problem("X of shape (4, 5)", (4,), 5, 1e-5),
         problem("X of shape (2, 3, 8) (several leading axes)", (2, 3), 8, 1e-5),
         problem("X of shape (3, 4) with eps=0.5", (3,), 4, 0.5),
-        problem("X of shape (2, 3) with large, shifted entries", (2,), 3, 1e-5, shift=True),
-    ])
+        problem("X of shape (2, 3) with large, shifted entries", (2,), 3, 1e-5, shift=True)])
 
 
 def check_cross_entropy(function):
@@ -248,7 +206,6 @@ def check_cross_entropy(function):
         targets = rng.integers(0, 7, size=lead)
         return case(description, logits, targets if mask is None else np.where(mask, targets, -100), mask=mask,
                     label_smoothing=smoothing)
-
     cross_entropy.check(function, [
         problem("logits (4, 7), no mask, no smoothing", (4,), None, 0.0),
         problem("logits (2, 3, 7) (two leading axes), smoothing 0.1", (2, 3), None, 0.1),
@@ -256,8 +213,7 @@ def check_cross_entropy(function):
         problem("logits (3, 5, 7) with a padding mask and smoothing 0.1", (3, 5), padded, 0.1),
         problem("logits of ±1e4, smoothing 0.1", (2, 4), None, 0.1, 1e4),
         problem("logits of ±1e4, no smoothing", (5,), None, 0.0, 1e4),
-        problem("no counted position", (2, 2), np.zeros((2, 2), bool), 0.1),
-    ])
+        problem("no counted position", (2, 2), np.zeros((2, 2), bool), 0.1)])
 
 
 def check_multi_head_attention_backward(function):
@@ -265,24 +221,17 @@ def check_multi_head_attention_backward(function):
     causal_with_empty = np.broadcast_to(causal_mask(4), (2, 1, 4, 4)).copy()
     causal_with_empty[1, 0, 2] = False  # query 2 of sequence 1 sees nothing
 
-    def problem(description, B, T_q, T_k, d, h, mask, self_attention):
-        Q, K, V = (rng.normal(size=(B, n, d)) for n in (T_q, T_k, T_k))
+    def problem(description, B, T_q, T_k, d, h, mask=None, self_attention=False, draw=rng):
+        Q, K, V = (draw.normal(size=(B, n, d)) for n in (T_q, T_k, T_k))
         K, V = (Q, Q) if self_attention else (K, V)
-        params = {f"W_{n}": rng.normal(size=(d, d)) / np.sqrt(d) for n in "qkvo"}
-        params |= {f"b_{n}": rng.normal(size=d) for n in "qkvo"}
-        return case(description, Q, K, V, params, h, rng.normal(size=(B, T_q, d)), mask=mask)
-
-    cases = [
-        problem("self-attention (B=2, T=4, d_model=8, 2 heads)", 2, 4, 4, 8, 2, None, True),
+        params = {f"W_{n}": draw.normal(size=(d, d)) / np.sqrt(d) for n in "qkvo"}
+        params |= {f"b_{n}": draw.normal(size=d) for n in "qkvo"}
+        return case(description, Q, K, V, params, h, draw.normal(size=(B, T_q, d)), mask=mask)
+    mha_backward.check(function, [
+        problem("self-attention (B=2, T=4, d_model=8, 2 heads)", 2, 4, 4, 8, 2, self_attention=True),
         problem("cross-attention (B=2, T_q=3, T_k=5, d_model=12, 3 heads) with a padding mask",
-                2, 3, 5, 12, 3, padding_mask(np.array([5, 2]), 5)[:, None, None, :], False),
+                2, 3, 5, 12, 3, padding_mask(np.array([5, 2]), 5)[:, None, None, :]),
         problem("self-attention with a causal mask and an all-masked query (B=2, T=4, 2 heads)",
-                2, 4, 4, 8, 2, causal_with_empty, True),
-        problem("cross-attention with one head (B=1, T_q=2, T_k=3, d_model=4)", 1, 2, 3, 4, 1, None, False),
-    ]
-    visible = np.random.default_rng(0)  # the task's example: B=2, T_q=3, T_k=4, d_model=4, 2 heads
-    Q, K, V = (visible.normal(size=(2, T, 4)) for T in (3, 4, 4))
-    params = {f"W_{n}": visible.normal(size=(4, 4)) / 2 for n in "qkvo"}
-    params.update({f"b_{n}": visible.normal(size=4) for n in "qkvo"})
-    cases.append(case("the task's example", Q, K, V, params, 2, visible.normal(size=(2, 3, 4)), mask=None))
-    mha_backward.check(function, cases)
+                2, 4, 4, 8, 2, causal_with_empty, self_attention=True),
+        problem("cross-attention with one head (B=1, T_q=2, T_k=3, d_model=4)", 1, 2, 3, 4, 1),
+        problem("the task's example", 2, 3, 4, 4, 2, draw=np.random.default_rng(0))])
