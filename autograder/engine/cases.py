@@ -149,12 +149,13 @@ class Exercise:
         the exercise names (`stand_ins`, e.g. none where a memory rule must count every step)."""
         return tuple(task.reference for task in self.tasks) if self.stand_ins is None else tuple(self.stand_ins)
 
-    def task(self, name, *, outputs=None, hint="", mistakes=(), facts=(), order=None, graded=True):
+    def task(self, name, *, outputs=None, hint="", mistakes=(), facts=(), order=None, graded=True, **output):
         """Declare the task whose function is `name` (the reference's of that name). `outputs`:
         a function that returns a tuple, its outputs in order; else one output with `hint`,
-        `mistakes` and `facts`. `order`: the names of the outputs in the order they are judged
-        (default: as returned). `graded` False: a function the checks call that is no task."""
-        task = Task(self, name, outputs, hint, mistakes, facts, order)
+        `mistakes`, `facts` and the other fields of `Output` (`output`: requires, leaves). `order`:
+        the names of the outputs in the order they are judged (default: as returned). `graded`
+        False: a function the checks call that is no task."""
+        task = Task(self, name, outputs, hint, mistakes, facts, order, output)
         if graded:
             self.tasks.append(task)
         return task
@@ -163,12 +164,12 @@ class Exercise:
 class Task:
     """A task: its function, its outputs, and what is known to be wrong with them."""
 
-    def __init__(self, exercise, name, outputs, hint, mistakes, facts, order):
+    def __init__(self, exercise, name, outputs, hint, mistakes, facts, order, output=None):
         self.exercise = exercise
         self.name = name
         self.reference = getattr(exercise.reference, name)
         self.tuple = outputs is not None
-        self.outputs = tuple(outputs) if self.tuple else (Output(None, hint, tuple(mistakes), tuple(facts)),)
+        self.outputs = tuple(outputs) if self.tuple else (Output(None, hint, tuple(mistakes), tuple(facts), **(output or {})),)
         names = [output.name for output in self.outputs]
         self.order = [names.index(output) for output in order] if order else range(len(names))
 
