@@ -1,8 +1,6 @@
-"""Hidden checks for the training exercise. ``noam_learning_rate`` is a case table (`engine.cases`).
-``adam_step`` and ``train`` return nested parameters, judged leaf by leaf at a tolerance scaled to each
-leaf (Adam's v is of order g²), in plain Python beside it: five Adam steps, then the defaults; a few
-steps of the student's loop on a secret seed (the task fixes every choice, so a right loop gives the
-reference's numbers). Every call runs with the reference's other tasks standing in."""
+"""Hidden checks for the training exercise: ``noam_learning_rate`` as a case table (`engine.cases`);
+``adam_step`` and ``train``, whose nested parameters are judged leaf by leaf, in plain Python beside it
+(a right loop gives the reference's numbers: the task fixes every choice), with the stand-ins."""
 
 import functools
 
@@ -59,21 +57,16 @@ def _leaves(tree, path=""):
     return [(path, tree)]
 
 
-def _structure(tree):
-    return [(path, np.shape(leaf)) for path, leaf in _leaves(tree)]
-
-
 def _same(got, want, nan_equal=False):
-    """Whether the nested arrays ``got`` equal ``want``, leaf by leaf, at the checks' tolerance with ATOL
-    scaled to each leaf's size (Adam's v is of order g²). NaN equals nothing, unless ``nan_equal`` (to
-    recognise a mistake's NaN, never for points)."""
-    pairs = [(np.asarray(a, dtype=float), np.asarray(b, dtype=float)) for (_, a), (_, b) in zip(_leaves(got), _leaves(want))]
+    """Whether the nested arrays ``got`` equal ``want``, leaf by leaf, with ATOL scaled to each leaf's size (v is
+    of order g²). NaN equals nothing, unless ``nan_equal`` (to recognise a mistake's NaN, never for points)."""
+    pairs = [(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+             for (_, a), (_, b) in zip(_leaves(got), _leaves(want))]
     return len(pairs) == len(_leaves(want)) and all(a.shape == b.shape and np.allclose(
         a, b, RTOL, ATOL * (np.max(np.abs(b), initial=0.0, where=np.isfinite(b)) or 1.0), nan_equal) for a, b in pairs)
 
 
-def _nested(rng, scale=1.0):
-    """Parameters as a dict of arrays and a list of dicts."""
+def _nested(rng, scale=1.0):  # parameters as a dict of arrays and a list of dicts
     W, b, b_2, gamma = (scale * rng.normal(size=shape) for shape in ((3, 4), (4,), (2,), (2,)))
     return {"W": W, "layers": [{"b": b}, {"b": b_2, "gamma": gamma}]}
 
@@ -83,10 +76,11 @@ def _adam(function, on, params, *args, **kwargs):
     result = call(function, params, *args, on=on, stand_ins=exercise.graded, **kwargs)
     check(isinstance(result, tuple) and len(result) == 2, "adam_step should return a tuple (new_params, new_state).")
     got, state = result
-    check(_structure(got) == _structure(params), f"the new parameters should have the structure of params (the "
-                                                 f"same keys, lists and shapes) on {on}.")
-    check(isinstance(state, dict) and {"step", "m", "v"} <= state.keys() and _structure(state["m"]) == _structure(
-        params) == _structure(state["v"]), f'the state should be a dict with keys "step", "m" and "v", m and v of the '
+    shape = _map(np.shape, params)
+    check(_map(np.shape, got) == shape, f"the new parameters should have the structure of params (the same keys, "
+                                        f"lists and shapes) on {on}.")
+    check(isinstance(state, dict) and {"step", "m", "v"} <= state.keys() and _map(np.shape, state["m"]) == shape
+          == _map(np.shape, state["v"]), f'the state should be a dict with keys "step", "m" and "v", m and v of the '
           f'structure of params, on {on}.')
     return got, state
 
@@ -105,20 +99,17 @@ def check_adam_step(function):
                                       "it counts the steps taken, from 1.")
         want, want_state = reference.adam_step(current, g, state, lr, beta1, beta2, eps)
         if not _same(got, want):
-            with np.errstate(all="ignore"):  # the first step's mistakes: the parameters it gives, what is wrong
-                mistakes = [] if n > 1 else [(_map(update, current, g), why) for update, why in (
-                    (lambda p, g: p - lr * ((1 - beta1) * g / (1 - beta1 ** 0)) / (np.sqrt((1 - beta2) * g * g / (
-                        1 - beta2 ** 0)) + eps), "the bias correction uses the step counted from 0, 1 − β^0 = 0: count from 1"),
-                    (lambda p, g: p - lr * ((1 - beta1) * g) / (np.sqrt((1 - beta2) * g * g) + eps),
-                     "there is no bias correction: divide m by 1 − β1^step and v by 1 − β2^step"),
-                    (lambda p, g: p - lr * g / np.sqrt(g * g + eps), "ε is inside the square root: it is added after it, √v̂ + ε"))]
+            with np.errstate(all="ignore"):  # a first step with one step changed (10 ** 6: 1 − β^step = 1)
+                mistakes = [] if n > 1 else [(reference.adam_step(current, g, {"step": step, "m": _map(
+                    np.zeros_like, g), "v": _map(np.zeros_like, g)}, lr, beta1, beta2, eps)[0], why) for step, why in (
+                        (-1, "the bias correction uses the step counted from 0, 1 − β^0 = 0: count from 1"),
+                        (10 ** 6, "there is no bias correction: divide m by 1 − β1^step and v by 1 − β2^step"))]
+                mistakes.append((_map(lambda p, g: p - lr * g / np.sqrt(g * g + eps), current, g),
+                                 "ε is inside the square root: it is added after it, √v̂ + ε"))
             cause = named_cause(got, want, mistakes, same=functools.partial(_same, nan_equal=True))
-            if cause is not None:
-                raise CheckFailed(f"adam_step gives wrong parameters at {on}: {cause}.", cause=cause)
-            check(all(np.all(np.isfinite(a)) for _, a in _leaves(got)),
-                  f"adam_step gives parameters that hold inf or nan at {on}.")
-            check(False, f"adam_step gives wrong parameters at {on}: they should be p − lr · m̂ / (√v̂ + ε), with m̂ = m / "
-                         "(1 − β1^step) and v̂ = v / (1 − β2^step).")
+            right = ("they should be p − lr · m̂ / (√v̂ + ε), with m̂ = m / (1 − β1^step) and v̂ = v / (1 − β2^step)"
+                     if all(np.all(np.isfinite(a)) for _, a in _leaves(got)) else "they hold inf or nan")
+            raise CheckFailed(f"adam_step gives wrong parameters at {on}: {cause or right}.", cause=cause)
         pytorch_v = _map(lambda v, g: 0.999 * v + 0.001 * g * g, (state or {"v": _map(np.zeros_like, params)})["v"], g)
         check(not _same(got_state["v"], pytorch_v) or _same(pytorch_v, want_state["v"]),
               f"state[\"v\"] is 0.999 v + 0.001 g² at {on}: it uses PyTorch's default β2 = 0.999 "
@@ -145,8 +136,7 @@ def check_adam_step(function):
 
 def _afresh(num_steps, batch_size, seed):
     """The reference loop with one mistake: Adam's state dropped after every step."""
-    params = reference.init_transformer(10, 16, 32, 1, seed=seed)
-    rng = np.random.default_rng(seed)
+    params, rng = reference.init_transformer(10, 16, 32, 1, seed=seed), np.random.default_rng(seed)
     for step in range(1, num_steps + 1):
         src, tgt = reference.reversal_batch(rng, batch_size, 4, 10)
         _, grads = reference.transformer_loss_and_grads(src, tgt, params, 2)
@@ -155,27 +145,28 @@ def _afresh(num_steps, batch_size, seed):
 
 
 def _without_b_k(params):
-    """The leaves but the key biases b_k, whose gradient is 0: Adam turns the sign of its rounding noise into a step."""
+    """The leaves but the key biases b_k, of gradient 0: Adam turns the sign of its rounding noise into a step."""
     return [a for path, a in _leaves(params) if not path.endswith("['b_k']")]
 
 
 def check_train(function):
-    """A few steps on a secret seed give the reference's parameters (how well a long run reverses: the visible check)."""
+    """A few steps on a secret seed give the reference's parameters (a long run: the visible check)."""
     rng = seeded(SEED + 2)
     seed, steps, batch_size = int(rng.integers(1000, 10 ** 6)), 12, int(rng.integers(4, 12))
     on = f"{steps} steps with batch_size={batch_size}, seed={seed}"
     params = call(function, steps, batch_size=batch_size, seed=seed, on=on, stand_ins=exercise.graded)
     initial = reference.init_transformer(10, 16, 32, 1, seed=seed)
-    check(isinstance(params, dict) and _structure(params) == _structure(initial),
+    check(isinstance(params, dict) and _map(np.shape, params) == _map(np.shape, initial),
           "train should return the trained parameters, with the structure init_transformer "
           "gives (vocab_size=10, d_model=16, d_ff=32, num_layers=1).")
     got, expected = _without_b_k(params), _without_b_k(reference.train(steps, batch_size, seed))
     if not _same(got, expected):
-        cause = named_cause(got, expected, [
+        cause = named_cause(got, expected, same=_same, mistakes=[
             (_without_b_k(initial), "are still the initial ones: keep what adam_step returns, params, state = "
                                     "adam_step(params, grads, state, lr=lr)"),
-            (_without_b_k(_afresh(steps, batch_size, seed)), "are those of a loop that starts Adam afresh at every "
-                                                             "step: pass the state adam_step returned to the next call")], same=_same)
+            (_without_b_k(_afresh(steps, batch_size, seed)),
+             "are those of a loop that starts Adam afresh at every step: pass the state adam_step returned to the "
+             "next call")])
         raise CheckFailed(f"after {on} the parameters " + (f"{cause}." if cause else (
             "differ from those of the loop the task describes: init_transformer(10, 16, 32, 1, seed=seed), rng = "
             "np.random.default_rng(seed), then for step = 1 … num_steps a batch reversal_batch(rng, batch_size, 4, "
