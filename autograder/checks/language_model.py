@@ -1,9 +1,7 @@
-"""Hidden checks for the language-model exercise. filter_logits, sample_next and language_model_step are
-case tables (`engine.cases`): their known mistakes and facts, then each check's secret cases (ties at the
-top-k boundary and between equal probabilities, top_k ≥ V, top_p = 1 with a token of probability 0,
-seeded generators, temperature 0 with rng=None, caches of several lengths). beam_search, a search over
-hypotheses, is judged in plain Python beside them (rows that finish at different steps, a model whose every
-extension ties). A message names a cause only when that one mistake alone gives the student's values."""
+"""Hidden checks for the language-model exercise: filter_logits, sample_next and language_model_step as case tables
+(`engine.cases`) on secret cases (ties at the top-k boundary and between equal probabilities, a token of probability
+0, seeded generators, temperature 0 with rng=None, caches of several lengths); beam_search, a search, in plain
+Python beside them (rows that finish at different steps, a model whose every extension ties)."""
 
 import copy
 
@@ -22,68 +20,48 @@ SEED = 19042751  # arXiv 1904.09751, Holtzman et al., "The curious case of neura
 FILTER = reference.filter_logits
 
 
-def _kept(logits, top_k=None, top_p=None):
-    return np.isfinite(FILTER(logits, top_k, top_p))
+def _filtered(exactly_k=False, strict=False, higher_id_first=False):
+    """filter_logits with one step changed: top-k keeps ``exactly_k`` entries (ties broken by position), the
+    nucleus is ``strict`` (its sum stays below top_p) or takes the ``higher_id_first`` of equal probabilities."""
+    def gives(logits, top_k, top_p):
+        if exactly_k:  # the rank of each logit, in decreasing order, ties by position
+            keep = np.argsort(np.argsort(-logits, axis=-1, kind="stable"), axis=-1, kind="stable") < top_k
+        else:
+            p = reference.softmax(logits, axis=-1)
+            order = logits.shape[-1] - 1 - np.argsort(-p[..., ::-1], axis=-1, kind="stable") if higher_id_first \
+                else np.argsort(-p, axis=-1, kind="stable")
+            sorted_p = np.take_along_axis(p, order, axis=-1)
+            kept_sorted = np.cumsum(sorted_p, axis=-1) - (0 if strict else sorted_p) < top_p
+            kept_sorted[..., 0] = True
+            keep = np.take_along_axis(kept_sorted, np.argsort(order, axis=-1), axis=-1)
+        return np.where(keep, logits, -np.inf)
+    return gives
 
 
-def _masked(keep):
-    """The mistake that keeps the tokens `keep(logits, top_k, top_p)` (the logits there, -inf elsewhere)."""
-    return lambda logits, top_k, top_p: np.where(keep(logits, top_k, top_p), logits, -np.inf)
-
-
-def _exactly_k(logits, top_k, top_p):
-    """The top-k filter that keeps exactly k entries (ties broken by position)."""
-    keep = np.zeros(logits.shape, bool)
-    np.put_along_axis(keep, np.argsort(-logits, axis=-1, kind="stable")[..., :top_k], True, axis=-1)
-    return keep
-
-
-def _nucleus(strict=False, higher_id_first=False):
-    """The nucleus with one step changed: ``strict`` (the sum must stay below ``top_p``),
-    ``higher_id_first`` (ties of probability ordered the other way)."""
-    def keep(logits, top_k, top_p):
-        p = reference.softmax(logits, axis=-1)
-        order = logits.shape[-1] - 1 - np.argsort(-p[..., ::-1], axis=-1, kind="stable") if higher_id_first \
-            else np.argsort(-p, axis=-1, kind="stable")
-        sorted_p = np.take_along_axis(p, order, axis=-1)
-        cumulative = np.cumsum(sorted_p, axis=-1)
-        kept_sorted = cumulative < top_p if strict else cumulative - sorted_p < top_p
-        kept_sorted[..., 0] = True
-        kept = np.zeros(logits.shape, bool)
-        np.put_along_axis(kept, order, kept_sorted, axis=-1)
-        return kept
-    return keep
-
-
-def _finite_drops(actual, logits, top_k, top_p):
+def _drops_to_finite(actual, logits, top_k, top_p):
     """Whether `actual` keeps the right logits unchanged and replaces the others, not all by -inf."""
-    want = _kept(logits, top_k, top_p)
+    want = np.isfinite(FILTER(logits, top_k, top_p))
     return np.array_equal(actual[want], logits[want]) and np.all(actual[~want] != logits[~want]) \
         and not np.all(np.isneginf(actual[~want]))
 
 
-def _inverse_transform(p, u, decreasing=False):
-    """Tokens by inverse transform; variant: cumulated in decreasing probability instead of token-id order."""
-    order = np.argsort(-p, axis=-1, kind="stable") if decreasing else np.tile(np.arange(p.shape[1]), (len(p), 1))
-    cumulative = np.cumsum(np.take_along_axis(p, order, axis=-1), axis=-1)
-    index = np.minimum((cumulative <= u[:, None]).sum(axis=-1), p.shape[1] - 1)
-    return np.take_along_axis(order, index[:, None], axis=-1)[:, 0]
-
-
 def _drawn(message, scores, decreasing=False):
-    """The sampling mistake that draws, with the case's u, from softmax(`scores(logits, temperature, top_k,
-    top_p)`), cumulated in token-id order (or in ``decreasing`` probability)."""
-    return Mistake(message, lambda logits, rng, temperature, top_k, top_p: _inverse_transform(
-        reference.softmax(np.asarray(scores(logits, temperature, top_k, top_p), dtype=float), axis=-1),
-        copy.deepcopy(rng).random(len(logits)), decreasing), when=lambda temperature, **_: temperature > 0)
+    """The sampling mistake that draws, by inverse transform with the case's u, from softmax(`scores(logits,
+    temperature, top_k, top_p)`) cumulated in token-id order (or in ``decreasing`` probability)."""
+    def gives(logits, rng, temperature, top_k, top_p):
+        p = reference.softmax(np.asarray(scores(logits, temperature, top_k, top_p), dtype=float), axis=-1)
+        order = np.argsort(-p, axis=-1, kind="stable") if decreasing else np.tile(np.arange(p.shape[1]), (len(p), 1))
+        cumulative = np.cumsum(np.take_along_axis(p, order, axis=-1), axis=-1)
+        index = np.minimum((cumulative <= copy.deepcopy(rng).random(len(p))[:, None]).sum(axis=-1), p.shape[1] - 1)
+        return np.take_along_axis(order, index[:, None], axis=-1)[:, 0]
+    return Mistake(message, gives, when=lambda temperature, **_: temperature > 0)
 
 
 def _scaled_queries(params, num_heads):
     """``params`` with every query multiplied by √d_head: its attention scores are q·k, not divided by √d_head."""
     factor = np.sqrt(params["embedding"].shape[1] / num_heads)
-    layers = [{**block, "self_attn": {**block["self_attn"], "W_q": factor * block["self_attn"]["W_q"],
-                                      "b_q": factor * block["self_attn"]["b_q"]}} for block in params["layers"]]
-    return {**params, "layers": layers}
+    return {**params, "layers": [{**block, "self_attn": {**block["self_attn"], **{
+        key: factor * block["self_attn"][key] for key in ("W_q", "b_q")}}} for block in params["layers"]]}
 
 
 exercise = Exercise(reference)
@@ -92,49 +70,45 @@ filter_logits = exercise.task(
         Mistake("it returns probabilities, but it should return the logits, the kept ones unchanged and -inf elsewhere",
                 lambda logits, top_k, top_p: reference.softmax(FILTER(logits, top_k, top_p), axis=-1)),
         Mistake("it keeps exactly top_k tokens, but ties at the boundary are all kept: keep every logit ≥ the k-th "
-                "largest", _masked(_exactly_k),
+                "largest", _filtered(exactly_k=True),
                 when=lambda logits, top_k, top_p: top_k is not None and top_k < logits.shape[-1] and top_p is None),
-        *(Mistake(message, _masked(_nucleus(**variant)),
-                  when=lambda logits, top_k, top_p: top_p is not None and top_p < 1 and top_k is None)
-          for message, variant in (
-              ("it drops the token whose probability makes the sum reach top_p, but the nucleus is the shortest "
-               "prefix whose sum is ≥ top_p, so that token is kept", {"strict": True}),
-              ("of two equal probabilities it takes the higher token id first, but the lower id comes first",
-               {"higher_id_first": True}))),
+        Mistake("it drops the token whose probability makes the sum reach top_p, but the nucleus is the shortest "
+                "prefix whose sum is ≥ top_p, so that token is kept", _filtered(strict=True),
+                when=lambda top_k, top_p, **_: top_k is None and (top_p or 1) < 1),
+        Mistake("of two equal probabilities it takes the higher token id first, but the lower id comes first",
+                _filtered(higher_id_first=True), when=lambda top_k, top_p, **_: top_k is None and (top_p or 1) < 1),
         Mistake("it computes the nucleus from the softmax of all the logits, but top_p applies to the probabilities "
-                "of what top_k kept", _masked(lambda logits, top_k, top_p: _kept(logits, top_k) & _kept(logits, None, top_p)),
-                when=lambda logits, top_k, top_p: top_p is not None and top_p < 1 and top_k is not None)],
+                "of what top_k kept", lambda logits, top_k, top_p: FILTER(FILTER(logits, None, top_p), top_k),
+                when=lambda top_k, top_p, **_: top_k is not None and (top_p or 1) < 1)],
     facts=[Fact("{name}: filter_logits should set the tokens it drops to -inf, not to a finite number.",
-                lambda actual, **given: not _finite_drops(actual, **given))])
+                lambda actual, **given: not _drops_to_finite(actual, **given))])
 sample_next = exercise.task(
-    "sample_next", hint="at temperature 0 the argmax (lowest id on ties); else, with u = rng.random(B), the first token "
-    "id whose cumulative probability of softmax(filter_logits(logits / temperature, top_k, top_p)) exceeds u",
+    "sample_next", hint="at temperature 0 the argmax (lowest id on ties); else, with u = rng.random(B), the first "
+    "token id whose cumulative probability of softmax(filter_logits(logits / temperature, top_k, top_p)) exceeds u",
     requires=[Fact("{name}: sample_next should return an int array of shape ({logits.shape[0]},), one token per row.",
                    lambda actual, logits, **_: isinstance(actual, np.ndarray) and actual.shape == (len(logits),)
                    and np.issubdtype(actual.dtype, np.integer))],
     mistakes=[_drawn("it draws from every token, but from those filter_logits(logits / temperature, top_k, top_p) "
                      "keeps", lambda logits, temperature, top_k, top_p: logits / temperature),
               _drawn("it sums the probabilities in decreasing order, but the cumulative probability is summed in "
-                     "token-id order", lambda logits, temperature, top_k, top_p: FILTER(logits / temperature, top_k,
-                                                                                         top_p), decreasing=True),
+                     "token-id order", lambda logits, temperature, top_k, top_p: FILTER(
+                         logits / temperature, top_k, top_p), decreasing=True),
               _drawn("it multiplies the logits by the temperature, but divides them",
                      lambda logits, temperature, top_k, top_p: FILTER(logits * temperature, top_k, top_p)),
               _drawn("it filters before dividing by the temperature, but the filters apply to logits / temperature",
-                     lambda logits, temperature, top_k, top_p: np.asarray(FILTER(logits, top_k, top_p), dtype=float)
-                     / temperature)])
+                     lambda logits, temperature, top_k, top_p: FILTER(logits, top_k, top_p) / temperature)])
 language_model_step = exercise.task("language_model_step", outputs=[
     Output("logits", "they should equal language_model_logits of the whole prefix at position t", mistakes=[
         Mistake("they are the logits of the token alone at position 0: it uses neither the cache nor the position t",
-                lambda token, cache, params, num_heads: reference.language_model_logits(token[:, None], params,
-                                                                                        num_heads)[:, 0],
-                when=lambda cache, **_: cache[0]["k"].shape[2] > 0),
+                lambda token, cache, params, num_heads: reference.language_model_logits(
+                    token[:, None], params, num_heads)[:, 0], when=lambda cache, **_: cache[0]["k"].shape[2] > 0),
         Mistake("the attention scores are not divided by √d_head: scaled_dot_product_attention divides them, "
                 "d_head = d_model / num_heads", lambda token, cache, params, num_heads: reference.language_model_step(
                     token, cache, _scaled_queries(params, num_heads), num_heads)[0])]),
     Output("new_cache", "it should hold the keys and values of the normed input of each position so far, split into "
-           "heads", leaves=True, requires=[
-               Fact("{name} should be one position longer than the cache it was given.",
-                    lambda actual, cache, **_: np.ndim(actual) == 4 and np.shape(actual)[2] == cache[0]["k"].shape[2] + 1)])])
+           "heads", leaves=True, requires=[Fact(
+               "{name} should be one position longer than the cache it was given.",
+               lambda actual, cache, **_: np.shape(actual)[2:3] == (cache[0]["k"].shape[2] + 1,))])])
 exercise.task("beam_search")
 
 
@@ -142,18 +116,16 @@ def check_filter_logits(function):
     rng = seeded(SEED)
     V = int(rng.integers(7, 11))
     base = np.round(rng.normal(size=(3, V)), 1)
-    tied = base.copy()
+    tied, underflow = base.copy(), base.copy()
     top = np.sort(tied[0])[::-1]
     tied[0, tied[0] == top[2]] = top[1]            # the 2nd and 3rd largest tie: top_k=2 keeps 3
     tied[1, :3] = tied[1].max() + 1.0              # three equal maxima
     equal_p = np.log(np.array([0.3, 0.1, 0.3, 0.2, 0.1] + [0.0] * (V - 5)) + 1e-300)
     equal_p = np.stack([equal_p, equal_p[::-1]])   # equal probabilities, in both orders of ids
-    underflow = base.copy()
     underflow[:, 1] = -1e4                          # probability exactly 0
     cube = np.round(rng.normal(size=(2, 2, V)), 1)
     mirrored = "on probabilities [0.3, 0.1, 0.3, 0.2, 0.1, 0, …] and their mirror image"
-    filter_logits.check(function, [case(description, logits, top_k=top_k, top_p=top_p) for logits, top_k, top_p,
-                                   description in [
+    filter_logits.check(function, [case(text, logits, top_k=top_k, top_p=top_p) for logits, top_k, top_p, text in [
         (tied, 2, None, f"top_k=2 on logits whose 2nd and 3rd largest are equal (V={V})"),
         (tied, 1, None, "top_k=1 on a row with three equal maxima"),
         (base, V, None, f"top_k=V={V}"),
@@ -171,13 +143,12 @@ def check_filter_logits(function):
         for kwargs in ({"top_k": 0}, {"top_p": 0.0}, {"top_p": 1.5}, {"top_k": -2})])
 
 
-def _sampling_cases(rng, V):
-    """(logits, temperature, top_k, top_p, seed, description). The last two: rows with one large
-    logit, whose nucleus keeps fewer tokens at temperature 1 than at 3 (more than at 0.5), with a
-    generator chosen so that each sampling mistake draws other tokens than the task and than each
-    other (at 3), and so that filtering before dividing by the temperature does (at 0.5)."""
-    noisy = rng.normal(scale=1.5, size=(5, V))
-    peaked = rng.normal(scale=0.5, size=(8, V))
+def check_sample_next(function):
+    """Seeded generators (the student's ``rng.random(B)`` draws the case's u); the last random ones chosen so that
+    each mistake draws other tokens than the task and than each other (at 3), and filtering first does (at 0.5)."""
+    rng = seeded(SEED + 1)
+    V = int(rng.integers(6, 10))
+    noisy, peaked = rng.normal(scale=1.5, size=(5, V)), rng.normal(scale=0.5, size=(8, V))
     peaked[np.arange(8), rng.integers(0, V, size=8)] += 3.0
     cases = [(noisy, temperature, top_k, top_p, int(rng.integers(2 ** 32)), f"random logits (5, {V})")
              for temperature, top_k, top_p in ((1.0, None, None), (0.6, None, None), (1.7, 3, None),
@@ -192,66 +163,43 @@ def _sampling_cases(rng, V):
                     if all_apart else not np.array_equal(drawn[0], drawn[-1]):
                 break
         cases.append((peaked, temperature, None, top_p, seed, f"logits (8, {V}) with one large logit per row"))
-    return cases
-
-
-def check_sample_next(function):
-    """Real generators, seeded: the grader sends them to the sandbox as the numbers of their state, so the
-    student's ``rng.random(B)`` draws exactly the ``u`` of the case. Of the cases whose tokens are wrong, the
-    first whose tokens one mistake alone explains is reported, else the first."""
-    rng = seeded(SEED + 1)
-    cases = _sampling_cases(rng, int(rng.integers(6, 10)))
     cases += [(np.log(np.array([[0.25, 0.25, 0.5], [0.5, 0.25, 0.25], [0.1, 0.1, 0.8]])), 1.0, None, None, 0,
                "the task's logits (3, 3)"),
               (np.log(np.array([[0.15, 0.55, 0.05, 0.25]] * 6)), 2.0, None, 0.7, 0, "the task's logits (6, 4)")]
-    cases = [case(f"{description} at temperature={temperature}, top_k={top_k}, top_p={top_p}, rng = "
-                  f"np.random.default_rng({seed}), whose one call rng.random({len(logits)}) draws u = "
+    cases = [case(f"{text} at temperature={temperature}, top_k={top_k}, top_p={top_p}, rng = np.random.default_rng("
+                  f"{seed}), whose one call rng.random({len(logits)}) draws u = "
                   f"{np.round(np.random.default_rng(seed).random(len(logits)), 4).tolist()}", logits,
                   np.random.default_rng(seed), temperature=temperature, top_k=top_k, top_p=top_p).copying()
-             for logits, temperature, top_k, top_p, seed, description in cases]
-    # Temperature 0: the argmax, lowest id on ties, without drawing anything.
-    logits = np.round(rng.normal(size=(4, 7)), 1)
-    logits[0, [2, 5]] = logits[0].max() + 1.0
-    logits[1, [0, 6]] = logits[1].max() + 1.0
+             for logits, temperature, top_k, top_p, seed, text in cases]
+    greedy = np.round(rng.normal(size=(4, 7)), 1)  # temperature 0: the argmax, lowest id on ties, nothing drawn
+    greedy[0, [2, 5]] = greedy[0].max() + 1.0
+    greedy[1, [0, 6]] = greedy[1].max() + 1.0
     cases += [case("temperature=0 with rng=None (greedy decoding draws nothing) and two equal maxima in some rows",
-                   greedy, None, temperature=0.0) for greedy in (logits, np.array([[1.0, 4.0, 4.0], [2.0, 0.0, 1.0]]))]
-    failures = []
-    for each in cases:
-        try:
-            sample_next.judge(function, each)
-        except CheckFailed as failure:
-            if failure.cause is not None:
-                raise
-            failures.append(failure)
-    if failures:
-        raise failures[0]
-
-
-def _perturbed_model(rng, V, d, d_ff, num_layers):
-    params = reference.init_language_model(V, d, d_ff, num_layers, seed=int(rng.integers(10 ** 6)))
-    return _map(lambda leaf: leaf + 0.3 * rng.normal(size=leaf.shape), params)
-
-
-def _prefix_cache(params, prefix, num_heads):
-    cache = reference.init_language_model_cache(params, prefix.shape[0], num_heads)
-    for t in range(prefix.shape[1]):
-        _, cache = reference.language_model_step(prefix[:, t], cache, params, num_heads)
-    return cache
+                   logits, None, temperature=0.0) for logits in (greedy, np.array([[1.0, 4.0, 4.0], [2.0, 0.0, 1.0]]))]
+    sample_next.check(function, cases, prefer_named=True)
 
 
 def check_language_model_step(function):
     rng = seeded(SEED + 2)
     V, d, num_heads = int(rng.integers(9, 14)), 12, 3
-    params = _perturbed_model(rng, V, d, 20, 2)
-    tokens = rng.integers(0, V, size=(3, 6))
+    params = reference.init_language_model(V, d, 20, 2, seed=int(rng.integers(10 ** 6)))
+    params = _map(lambda leaf: leaf + 0.3 * rng.normal(size=leaf.shape), params)  # no symmetry left
+    tokens, caches = rng.integers(0, V, size=(3, 6)), [reference.init_language_model_cache(params, 3, num_heads)]
+    for t in range(5):
+        caches.append(reference.language_model_step(tokens[:, t], caches[-1], params, num_heads)[1])
     language_model_step.check(function, [
-        case(f"a cache of {t} position(s) (batch 3, 2 blocks, {num_heads} heads, d_model={d})", tokens[:, t],
-             _prefix_cache(params, tokens[:, :t], num_heads), params, num_heads) for t in (0, 1, 5)])
+        case(f"a cache of {t} position(s) (batch 3, 2 blocks, {num_heads} heads, d_model={d})", tokens[:, t], caches[t],
+             params, num_heads) for t in (0, 1, 5)])
 
 
-# -- beam_search: plain Python beside the tables ---------------------------------------------------
+# -- beam_search: plain Python beside the tables (its known mistakes are other searches) ---------------------
 
 BOS, EOS = 1, 2
+BEAM_MISTAKES = {
+    "live-slots": "finished hypotheses take no slot in its beam, but the beam_size best extensions are kept, "
+                  "those ending with eos_id included (they leave the beam, which shrinks)",
+    "one-live": "only its best live hypothesis goes on to the next step, but every kept extension that does "
+                "not end with eos_id does"}
 
 
 def _beam_model(rng, V=7):
@@ -262,16 +210,13 @@ def _beam_model(rng, V=7):
 
 
 def beam_variant(src_tokens, params, num_heads, bos_id, eos_id, max_len, beam_size, length_penalty, mistake):
-    """``reference.beam_search`` (same ties, scores and padding) with one mistake: "live-slots",
-    finished hypotheses take no slot, so that each step keeps ``beam_size`` live ones; "one-live",
-    only the best live hypothesis goes on to the next step."""
+    """``reference.beam_search`` (same ties, scores and padding) with one mistake of ``BEAM_MISTAKES``, or none."""
     E, best = params["embedding"], []
     for row in src_tokens:
         cache = init_decoder_cache(encoder(row[None], params, num_heads), params, num_heads)
         live, live_log_p, finished = [[]], np.zeros(1), []
         for _ in range(max_len):
-            output, cache = decoder_step(np.array([h[-1] if h else bos_id for h in live]), cache, params,
-                                         num_heads)
+            output, cache = decoder_step(np.array([h[-1] if h else bos_id for h in live]), cache, params, num_heads)
             total = live_log_p[:, None] + reference.log_softmax(output @ E.T)     # (beam, V)
             kept, origins, taken = [], [], 0
             for flat in np.argsort(-total.ravel(), kind="stable"):
@@ -280,16 +225,14 @@ def beam_variant(src_tokens, params, num_heads, bos_id, eos_id, max_len, beam_si
                 origin, token = divmod(int(flat), E.shape[0])
                 hypothesis = live[origin] + [token]
                 if token == eos_id:
-                    finished.append((total.ravel()[flat] / reference.length_penalty_of(len(hypothesis),
-                                                                                       length_penalty),
+                    finished.append((total.ravel()[flat] / reference.length_penalty_of(len(hypothesis), length_penalty),
                                      hypothesis))
                     taken += mistake != "live-slots"
                 else:
                     kept.append(hypothesis)
                     origins.append(origin)
                     taken += 1
-            if mistake == "one-live":
-                kept, origins = kept[:1], origins[:1]
+            kept, origins = (kept[:1], origins[:1]) if mistake == "one-live" else (kept, origins)
             if not kept:
                 break
             live, live_log_p = kept, total[origins, [h[-1] for h in kept]]
@@ -305,14 +248,6 @@ def beam_variant(src_tokens, params, num_heads, bos_id, eos_id, max_len, beam_si
     return tokens, np.array([score for score, _ in best])
 
 
-BEAM_MISTAKES = {
-    "live-slots": "finished hypotheses take no slot in its beam, but the beam_size best extensions are kept, "
-                  "those ending with eos_id included (they leave the beam, which shrinks)",
-    "one-live": "only its best live hypothesis goes on to the next step, but every kept extension that does "
-                "not end with eos_id does",
-}
-
-
 def _rows_differ(a, b):
     """The rows of two token arrays (B, L) and (B, L') that differ, each padded with EOS."""
     width = max(a.shape[1], b.shape[1])
@@ -321,23 +256,18 @@ def _rows_differ(a, b):
 
 
 def _beam_settings(rng):
-    """(params, sources, max_len, beam_size, length_penalty, description). The model and the
-    sources are drawn until the rows finish at different steps (some at max_len), the beam
-    beats greedy decoding on a row, and the length penalty and keeping only the best live
-    hypothesis each change the answer of one; a second model and its sources, until a finished
-    hypothesis taking its slot in the beam changes the answer of a row (one row in about 25 at
-    beam_size=2, length_penalty=3)."""
-    settings = []
+    """(params, sources, max_len, beam_size, length_penalty, description). A model and sources drawn until the
+    rows finish at different steps (some at max_len), the beam beats greedy decoding on a row, and the length
+    penalty and keeping only the best live hypothesis each change the answer of one; a second model and its
+    sources, until a finished hypothesis taking its slot changes the answer of a row (one in about 25)."""
     for _ in range(100):
         params = _beam_model(rng)
         pool = rng.integers(3, 7, size=(16, 4))
-        plain = reference.beam_search(pool, params, 2, BOS, EOS, 6, 3, 0.0)[0]
         penalised = reference.beam_search(pool, params, 2, BOS, EOS, 6, 3, 1.0)[0]
-        greedy = greedy_decode(pool, params, 2, BOS, EOS, 6)
         lengths = [int(np.argmax(row == EOS)) if (row == EOS).any() else 99 for row in penalised]
-        conditions = [_rows_differ(plain, penalised), _rows_differ(greedy, penalised),
-                      [i for i in range(len(pool)) if lengths[i] < 99],
-                      [i for i in range(len(pool)) if lengths[i] == 99]]
+        conditions = [_rows_differ(reference.beam_search(pool, params, 2, BOS, EOS, 6, 3, 0.0)[0], penalised),
+                      _rows_differ(greedy_decode(pool, params, 2, BOS, EOS, 6), penalised),
+                      [i for i, n in enumerate(lengths) if n < 99], [i for i, n in enumerate(lengths) if n == 99]]
         if all(conditions):
             conditions.append(_rows_differ(beam_variant(pool, params, 2, BOS, EOS, 6, 3, 1.0, "one-live")[0],
                                            penalised))
@@ -347,12 +277,12 @@ def _beam_settings(rng):
     for rows in conditions:
         pick += [next((i for i in rows if i not in pick), rows[0] if rows else 0)]
     sources = pool[sorted(set(pick))]
-    settings.append((params, sources, 6, 3, 1.0, "beam_size=3, length_penalty=1.0, max_len=6"))
-    settings.append((params, pool, 6, 4, 1.5, "beam_size=4, length_penalty=1.5, max_len=6"))
-    settings.append((params, sources, 6, 3, 0.6, "beam_size=3, length_penalty=0.6, max_len=6"))
-    settings.append((params, sources, 6, 1, 0.0, "beam_size=1, length_penalty=0 (greedy)"))
-    settings.append((params, sources[:2], 3, 7 ** 3, 0.6, "a beam as large as all sequences, max_len=3"))
-    settings.append((params, sources[:2], 2, 2, 0.6, "max_len=2 (hypotheses cut off at max_len)"))
+    settings = [(params, sources, 6, 3, 1.0, "beam_size=3, length_penalty=1.0, max_len=6"),
+                (params, pool, 6, 4, 1.5, "beam_size=4, length_penalty=1.5, max_len=6"),
+                (params, sources, 6, 3, 0.6, "beam_size=3, length_penalty=0.6, max_len=6"),
+                (params, sources, 6, 1, 0.0, "beam_size=1, length_penalty=0 (greedy)"),
+                (params, sources[:2], 3, 7 ** 3, 0.6, "a beam as large as all sequences, max_len=3"),
+                (params, sources[:2], 2, 2, 0.6, "max_len=2 (hypotheses cut off at max_len)")]
     for _ in range(100):
         slots_params = init_transformer(7, 8, 16, 1, seed=int(rng.integers(10 ** 6)))
         slots_params["embedding"][EOS] *= 1.6
@@ -361,65 +291,50 @@ def _beam_settings(rng):
                             reference.beam_search(pool, slots_params, 2, BOS, EOS, 4, 2, 3.0)[0])
         if rows:
             break
-    same = [i for i in range(len(pool)) if i not in rows]
-    settings.append((slots_params, pool[rows[:1] + same[:1]], 4, 2, 3.0,   # one row the mistake changes
-                     "beam_size=2, length_penalty=3.0, max_len=4"))
+    same = [i for i in range(len(pool)) if i not in rows]  # one row the mistake changes, one it does not
+    settings.append((slots_params, pool[rows[:1] + same[:1]], 4, 2, 3.0, "beam_size=2, length_penalty=3.0, max_len=4"))
     uniform = init_transformer(5, 8, 16, 1, seed=0)
     uniform["embedding"] = np.zeros((5, 8))            # every extension ties
-    settings.append((uniform, np.array([[3, 4]]), 3, 3, 0.6,
-                     "a model whose every distribution is uniform (all extensions tie), EOS = 2"))
-    settings.append((uniform, np.array([[3, 4]]), 3, 3, 5.0,
-                     "a model whose every distribution is uniform and length_penalty=5 (the longest win)"))
-    return settings
-
-
-def _unpenalised(tokens, scores, alpha, shift=None):
-    """log P of each answer (its score times its length penalty), divided by the penalty of n + ``shift``
-    (None: by none); n counts the tokens after BOS with EOS."""
-    n = np.array([int(np.argmax(row == EOS)) + 1 if (row == EOS).any() else len(row) for row in tokens])
-    log_p = np.asarray(scores) * ((5 + n) / 6) ** alpha
-    return log_p if shift is None else log_p / ((5 + n + shift) / 6) ** alpha
+    return settings + [(uniform, np.array([[3, 4]]), 3, 3, alpha, text) for alpha, text in (
+        (0.6, "a model whose every distribution is uniform (all extensions tie), EOS = 2"),
+        (5.0, "a model whose every distribution is uniform and length_penalty=5 (the longest win)"))]
 
 
 def check_beam_search(function):
-    rng = seeded(SEED + 3)
-    for params, sources, max_len, beam_size, alpha, setting in _beam_settings(rng):
+    for params, sources, max_len, beam_size, alpha, setting in _beam_settings(seeded(SEED + 3)):
         on = f"{setting}, {len(sources)} source rows"
         result = call(function, sources, params, 2, BOS, EOS, max_len, beam_size=beam_size, length_penalty=alpha,
                       on=on, stand_ins=exercise.graded)
         check(isinstance(result, tuple) and len(result) == 2, "beam_search should return a tuple (tokens, scores).")
-        tokens, scores = result
-        want_tokens, want_scores = reference.beam_search(sources, params, 2, BOS, EOS, max_len, beam_size, alpha)
+        (tokens, scores), (want, want_scores) = result, reference.beam_search(sources, params, 2, BOS, EOS, max_len,
+                                                                              beam_size, alpha)
         check(isinstance(tokens, np.ndarray) and tokens.ndim == 2 and len(tokens) == len(sources),
               f"tokens should be an int array (B, L) = ({len(sources)}, L) on {on}, got "
               f"{getattr(tokens, 'shape', type(tokens).__name__)}.")
-        if tokens.shape == want_tokens.shape and not np.array_equal(tokens, want_tokens):
-            ends = [int(np.argmax(row == EOS)) if (row == EOS).any() else len(row) for row in want_tokens]
-            check(not all(np.array_equal(a[:e + 1], b[:e + 1]) for a, b, e in zip(tokens, want_tokens, ends)),
-                  f"the rows are padded with {tokens[tokens != want_tokens][0]} on {on}, but each row must be "
+        n = np.array([int(np.argmax(row == EOS)) + 1 if (row == EOS).any() else len(row) for row in want])  # with EOS
+        if tokens.shape == want.shape and not np.array_equal(tokens, want):
+            check(not all(np.array_equal(a[:k], b[:k]) for a, b, k in zip(tokens, want, n)),
+                  f"the rows are padded with {tokens[tokens != want][0]} on {on}, but each row must be "
                   "padded with eos_id after its end.")
-        if not np.array_equal(tokens, want_tokens):
+        if not np.array_equal(tokens, want):
             variants = [(beam_variant(sources, params, 2, BOS, EOS, max_len, beam_size, alpha, mistake)[0], why)
                         for mistake, why in BEAM_MISTAKES.items()]
-            variants.append((np.concatenate([np.full((len(sources), 1), BOS), want_tokens], axis=1),
+            variants.append((np.concatenate([np.full((len(sources), 1), BOS), want], axis=1),
                              "the tokens start with BOS: return them without BOS"))
             if alpha:
                 variants.append((reference.beam_search(sources, params, 2, BOS, EOS, max_len, beam_size, 0.0)[0],
                                  "its answers are those of length_penalty=0: the answer is the finished hypothesis "
                                  "of highest log P / ((5 + n) / 6) ** length_penalty"))
-            cause = named_cause(tokens, want_tokens, variants, same=np.array_equal)
-            row = next((b for b in range(len(sources)) if tokens.shape != want_tokens.shape
-                        or not np.array_equal(tokens[b], want_tokens[b])), 0)
+            cause = named_cause(tokens, want, variants, same=np.array_equal)
+            row = next((b for b in range(len(sources)) if tokens.shape != want.shape
+                        or not np.array_equal(tokens[b], want[b])), 0)
             raise CheckFailed(f"beam_search gives {tokens[row].tolist()} for source row {row} on {on}, but the beam "
-                              f"search of the task gives {want_tokens[row].tolist()}" + (f": {cause}." if cause else "."),
+                              f"search of the task gives {want[row].tolist()}" + (f": {cause}." if cause else "."),
                               cause=cause)
-        check(np.shape(scores) == (len(sources),),
-              f"scores should have shape ({len(sources)},) on {on}, got {np.shape(scores)}.")
-        mistakes = [] if not alpha else [
-            (_unpenalised(want_tokens, want_scores, alpha), "they are log P without the length penalty: divide by "
-                                                            "((5 + n) / 6) ** length_penalty"),
-            (_unpenalised(want_tokens, want_scores, alpha, shift=-1), "n leaves EOS out, but n counts the tokens "
-                                                                      "after BOS with EOS")]
+        check(np.shape(scores) == (len(sources),), f"scores should have shape ({len(sources)},) on {on}, got "
+                                                   f"{np.shape(scores)}.")
+        log_p = want_scores * ((5 + n) / 6) ** alpha
         check_close(np.asarray(scores, dtype=float), want_scores, f"beam_search's scores on {on}",
                     "each is log P / ((5 + n) / 6) ** length_penalty of its answer, n its length after BOS with EOS",
-                    mistakes)
+                    [(log_p, "they are log P without the length penalty: divide by ((5 + n) / 6) ** length_penalty"),
+                     (log_p / ((4 + n) / 6) ** alpha, "n leaves EOS out, but n counts the tokens after BOS with EOS")])

@@ -173,10 +173,19 @@ class Task:
         names = [output.name for output in self.outputs]
         self.order = [names.index(output) for output in order] if order else range(len(names))
 
-    def check(self, function, cases):
-        """Judge `function` on every case of `cases`, in order; the first failure raises."""
+    def check(self, function, cases, prefer_named=False):
+        """Judge `function` on every case of `cases`, in order; the first failure raises. `prefer_named`:
+        every case is judged, and the first failure that names a mistake raises, else the first."""
+        failures = []
         for each in cases:
-            self.judge(function, each)
+            try:
+                self.judge(function, each)
+            except CheckFailed as failure:
+                if not prefer_named or failure.cause is not None:
+                    raise
+                failures.append(failure)
+        if failures:
+            raise failures[0]
 
     def arguments(self, each):
         """The case's arguments by name, with the reference's defaults."""
