@@ -42,7 +42,7 @@ import warnings
 
 import numpy as np
 
-from .checking import ATOL, RTOL, CheckFailed, check, check_shape, close, named_cause, shown
+from .checking import ATOL, RTOL, CheckFailed, check, check_close, close
 from .harness import call, call_in_memory, standing_in
 
 
@@ -169,7 +169,8 @@ class Task:
         self.name = name
         self.reference = getattr(exercise.reference, name)
         self.tuple = outputs is not None
-        self.outputs = tuple(outputs) if self.tuple else (Output(None, hint, tuple(mistakes), tuple(facts), **(output or {})),)
+        self.outputs = tuple(outputs) if self.tuple else (
+            Output(None, hint, tuple(mistakes), tuple(facts), **(output or {})),)
         names = [output.name for output in self.outputs]
         self.order = [names.index(output) for output in order] if order else range(len(names))
 
@@ -268,25 +269,12 @@ class Task:
         name = self._name(output, description, path)
         for fact in output.requires:
             fact.explain(actual, name, arguments)
-        wanted = np.asarray(wanted)
-        if wanted.ndim == 0 and isinstance(actual, (int, float, np.number)) and not isinstance(actual, bool):
-            actual = np.asarray(actual)  # a number, where one number is expected
-        check_shape(actual, wanted.shape, name)
-        if wanted.dtype == bool:
-            check(actual.dtype == bool, f"{name} should be a boolean array, not {actual.dtype}.")
-            if np.array_equal(actual, wanted):
-                return
-        elif close(actual, wanted):
-            return
-        mistakes = self._mistakes(output, index, arguments, path)
-        cause = named_cause(actual, wanted, mistakes, same=_same)
-        if cause is not None:
-            raise CheckFailed(f"{name}: {cause}.", cause=cause)
-        for fact in output.facts:
-            fact.explain(actual, name, arguments)
-        check(wanted.dtype == bool or np.all(np.isfinite(actual)) or not np.all(np.isfinite(wanted)),
-              f"{name} contains NaN or inf.")
-        raise CheckFailed(f"{name}: {shown(actual, wanted)}" + (f" ({output.hint})." if output.hint else "."))
+
+        def facts(actual):
+            for fact in output.facts:
+                fact.explain(actual, name, arguments)
+        check_close(actual, wanted, name, output.hint, lambda: self._mistakes(output, index, arguments, path),
+                    facts, same=_same)
 
     def _mistakes(self, output, index, arguments, path=()):
         """(value, message) of each mistake of `output` that applies to the case (at `path`, of

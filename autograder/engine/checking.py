@@ -106,13 +106,15 @@ def named_cause(actual, expected, mistakes, same=close):
     return causes.pop() if len(causes) == 1 else None
 
 
-def check_close(actual, expected, name, hint="", mistakes=()):
+def check_close(actual, expected, name, hint="", mistakes=(), facts=None, same=close):
     """Check that `actual` has the shape, kind and values of `expected`.
 
     On a difference the message names a mistake of `mistakes`, pairs (what that
-    mistake alone gives, what is wrong), only when `actual` equals what it
-    gives; otherwise it shows the expected values and `actual`, then `hint`
-    (what the right value is; it must name no cause).
+    mistake alone gives, what is wrong), or a function returning them, only when
+    `actual` equals (by `same`) what it alone gives; otherwise it says what
+    `facts(actual)` finds broken (it raises CheckFailed), then it shows the
+    expected values and `actual`, and `hint` (what the right value is; it must
+    name no cause).
     """
     expected = np.asarray(expected)
     if expected.ndim == 0 and isinstance(actual, (int, float, np.number)) and not isinstance(actual, bool):
@@ -120,16 +122,17 @@ def check_close(actual, expected, name, hint="", mistakes=()):
     check_shape(actual, expected.shape, name)
     if expected.dtype == bool:
         check(actual.dtype == bool, f"{name} should be a boolean array, not {actual.dtype}.")
-        right = np.array_equal(actual, expected)
-    else:
-        check(np.all(np.isfinite(actual)) or not np.all(np.isfinite(expected)),
-              f"{name} contains NaN or inf.")
-        right = close(actual, expected)
-    if right:
+        if np.array_equal(actual, expected):
+            return
+    elif close(actual, expected):
         return
-    mistake = named_cause(actual, expected, mistakes)
+    mistake = named_cause(actual, expected, mistakes() if callable(mistakes) else mistakes, same)
     if mistake is not None:
         raise CheckFailed(f"{name}: {mistake}.", cause=mistake)
+    if facts is not None:
+        facts(actual)
+    check(expected.dtype == bool or np.all(np.isfinite(actual)) or not np.all(np.isfinite(expected)),
+          f"{name} contains NaN or inf.")
     raise CheckFailed(f"{name}: {shown(actual, expected)}" + (f" ({hint})." if hint else "."))
 
 
