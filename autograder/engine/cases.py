@@ -282,6 +282,7 @@ class Task:
         if not self.tuple:
             actual, expected = (actual,), (expected,)
         else:
+            actual = tuple(actual) if isinstance(actual, list) else actual
             self._check_tuple(actual, expected, each.description)
         got = {output.name: value for output, value in zip(self.outputs, actual)}
         for index in self.order:
