@@ -28,13 +28,16 @@ A mistake, a fact and an `expected` receive the case's arguments by name, bound 
 reference's signature with its defaults (a mistake's lambda names the reference's parameters).
 """
 
+import contextlib
 import dataclasses
 import inspect
+import io
+import warnings
 
 import numpy as np
 
 from .checking import ATOL, RTOL, CheckFailed, check, check_shape, close, named_cause, shown
-from .harness import call, call_in_memory
+from .harness import OutOfMemory, Unfinished, call, call_in_memory, standing_in
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,9 +58,11 @@ class Mistake:
 class Fact:
     """A property of every right value: `holds(actual, **arguments)` is False when `actual`
     breaks it, and `message` (formatted with `name`, the value's name in messages, and the
-    arguments) says what it breaks."""
+    arguments) says what it breaks. `first`: checked before the values are compared, so a value
+    within the tolerance still keeps it (a type, a dtype, exact zeros)."""
     message: str
     holds: object
+    first: bool = False
 
     def explain(self, actual, name, arguments):
         try:
@@ -83,14 +88,41 @@ class Output:
 @dataclasses.dataclass
 class Case:
     """One input of a check: `description` names it in messages. `memory_bytes`: the call must
-    fit in that much memory, measured outside the student's process (`harness.call_in_memory`)."""
+    fit in that much memory, measured outside the student's process (`harness.call_in_memory`);
+    `memory_why`: what the message says when it does not. `tolerance`: (rtol, atol) of the
+    comparison with the reference's values, where not RTOL, ATOL (float32 inputs). `invalid`: the
+    function must raise ValueError on these arguments, for this reason. `simpler`, `simpler_why`:
+    see `contrasted`."""
     description: str
     args: tuple
     kwargs: dict
     memory_bytes: int = None
+    memory_why: str = None
+    tolerance: tuple = (RTOL, ATOL)
+    invalid: str = None
+    simpler: "Case" = None
+    simpler_why: str = None
 
-    def within(self, memory_bytes):
-        self.memory_bytes = memory_bytes
+    def within(self, memory_bytes, why=None):
+        """The call must fit in `memory_bytes`; `why`: the end of the message when it does not
+        ("{function} did not run within {limit} MiB on {description}: {why}")."""
+        self.memory_bytes, self.memory_why = memory_bytes, why
+        return self
+
+    def tolerating(self, rtol, atol):
+        """Values within (rtol, atol) of the reference's are right (float32's rounding)."""
+        self.tolerance = (rtol, atol)
+        return self
+
+    def contrasted(self, simpler, why):
+        """When the call fails on this case (it raises) but not on the case `simpler` (this one
+        without an argument), the failure ends with "but not {simpler.description}: {why}"."""
+        self.simpler, self.simpler_why = simpler, why
+        return self
+
+    def rejected(self, reason):
+        """The function must raise ValueError on this case: `reason` says why."""
+        self.invalid = reason
         return self
 
 
@@ -149,15 +181,55 @@ class Task:
 
     def run(self, function, each):
         """The student's result on `each` (the stand-ins answering for the other tasks)."""
-        calling = call if each.memory_bytes is None else call_in_memory
-        limit = {} if each.memory_bytes is None else {"limit_bytes": each.memory_bytes}
-        return calling(function, *each.args, on=each.description, stand_ins=self.exercise.graded,
-                       **limit, **each.kwargs)
+        if each.memory_bytes is None:
+            return call(function, *each.args, on=each.description, stand_ins=self.exercise.graded, **each.kwargs)
+        try:
+            return call_in_memory(function, *each.args, on=each.description, limit_bytes=each.memory_bytes,
+                                  stand_ins=self.exercise.graded, **each.kwargs)
+        except OutOfMemory as failure:
+            if each.memory_why is None:
+                raise
+            raise CheckFailed(f"{getattr(function, '__name__', self.name)} did not run within "
+                              f"{each.memory_bytes / 2 ** 20:.0f} MiB on {each.description}: "
+                              f"{each.memory_why}") from failure
+
+    def rejects(self, function, each):
+        """Check that `function` raises ValueError on the case `each` (the stand-ins answering for the
+        other tasks), whatever it prints."""
+        name = f"{self.name} on {each.description}"
+        with warnings.catch_warnings(), np.errstate(all="ignore"), contextlib.redirect_stderr(io.StringIO()), \
+                standing_in(function, self.exercise.graded) as run:
+            warnings.simplefilter("ignore")
+            try:
+                run(*each.args, **each.kwargs)
+            except ValueError:
+                return
+            except NotImplementedError:
+                raise CheckFailed(f"{getattr(function, '__name__', self.name)} is not implemented yet (it raises "
+                                  "NotImplementedError).") from None
+            except Exception as error:  # any failure of student code is a failed check
+                raise CheckFailed(f"{name} raised {type(error).__name__} ({error}), but it should raise "
+                                  f"ValueError: {each.invalid}.") from None
+        raise CheckFailed(f"{name} should raise ValueError: {each.invalid}.")
 
     def judge(self, function, each):
         """Judge `function` on the case `each`: raise CheckFailed with one sentence, or return
-        the student's outputs by name."""
-        actual = self.run(function, each)
+        the student's outputs by name. A case `rejected` only checks that it raises ValueError."""
+        if each.invalid is not None:
+            return self.rejects(function, each)
+        try:
+            actual = self.run(function, each)
+        except Unfinished:
+            raise
+        except CheckFailed as failure:
+            if each.simpler is None:
+                raise
+            try:
+                self.run(function, each.simpler)
+            except CheckFailed:
+                raise failure from None
+            raise CheckFailed(f"{str(failure).rstrip('.')}, but not {each.simpler.description}: "
+                              f"{each.simpler_why}.") from None
         expected = self.reference(*each.args, **each.kwargs)
         arguments = self.arguments(each)
         if not self.tuple:
@@ -168,7 +240,7 @@ class Task:
         for index in self.order:
             output = self.outputs[index]
             wanted = expected[index] if output.expected is None else output.expected(got, **arguments)
-            self._judge_output(output, index, actual[index], wanted, arguments, each.description)
+            self._judge_output(output, index, actual[index], wanted, arguments, each)
         return got
 
     def _name(self, output, description):
@@ -184,27 +256,35 @@ class Task:
                 and [np.shape(value) for value in actual] != shapes:
             check(False, f"{self.name} should return ({names}) in this order.")
 
-    def _judge_output(self, output, index, actual, wanted, arguments, description):
-        name = self._name(output, description)
+    def _judge_output(self, output, index, actual, wanted, arguments, each):
+        name = self._name(output, each.description)
         wanted = np.asarray(wanted)
         if wanted.ndim == 0 and isinstance(actual, (int, float, np.number)) and not isinstance(actual, bool):
             actual = np.asarray(actual)  # a number, where one number is expected
+        if isinstance(actual, np.ndarray) and actual.shape != wanted.shape:  # named when a mistake has its shape
+            self._name_cause(output, index, actual, None, arguments, name)
         check_shape(actual, wanted.shape, name)
+        for fact in output.facts:
+            if fact.first:
+                fact.explain(actual, name, arguments)
         if wanted.dtype == bool:
             check(actual.dtype == bool, f"{name} should be a boolean array, not {actual.dtype}.")
             if np.array_equal(actual, wanted):
                 return
-        elif close(actual, wanted):
+        elif _within(actual, wanted, *each.tolerance):
             return
-        mistakes = self._mistakes(output, index, arguments)
-        cause = named_cause(actual, wanted, mistakes, same=_same)
-        if cause is not None:
-            raise CheckFailed(f"{name}: {cause}.", cause=cause)
+        self._name_cause(output, index, actual, wanted, arguments, name)
         for fact in output.facts:
             fact.explain(actual, name, arguments)
         check(wanted.dtype == bool or np.all(np.isfinite(actual)) or not np.all(np.isfinite(wanted)),
               f"{name} contains NaN or inf.")
         raise CheckFailed(f"{name}: {shown(actual, wanted)}" + (f" ({output.hint})." if output.hint else "."))
+
+    def _name_cause(self, output, index, actual, wanted, arguments, name):
+        """Raise the failure that names the one mistake that gives `actual` (and not `wanted`), if one."""
+        cause = named_cause(actual, wanted, self._mistakes(output, index, arguments), same=_same)
+        if cause is not None:
+            raise CheckFailed(f"{name}: {cause}.", cause=cause)
 
     def _mistakes(self, output, index, arguments):
         """(value, message) of each mistake of `output` that applies to the case."""
@@ -220,6 +300,16 @@ class Task:
                 value = value[index]
             found.append((value, mistake.message))
         return found
+
+
+def _within(actual, wanted, rtol, atol):
+    """`close`, at the tolerance (rtol, atol)."""
+    if (rtol, atol) == (RTOL, ATOL):
+        return close(actual, wanted)
+    try:
+        return actual.shape == wanted.shape and bool(np.allclose(actual, wanted, rtol=rtol, atol=atol))
+    except (TypeError, ValueError):
+        return False
 
 
 def _same(actual, value):
