@@ -1,12 +1,8 @@
 """Hidden checks for the multi-head attention exercise, as case tables (`engine.cases`).
 
-A mistake is the reference with one step changed: transformed parameters where possible (scaling
-folded into ``W_q``, zeroed biases, permuted columns for strided heads), otherwise the reference
-attention with a wrong split or merge; a wrong layout of the weights is named by its shape too.
-Multi-head attention is judged with the reference's split_heads and merge_heads standing in for
-the student's, on cases that include the task's visible examples; its output is judged before its
-weights (the output tells the mistakes apart that give the same weights: a missing b_k changes
-no weight).
+A mistake is the reference with one step changed: its parameters (scaling folded into ``W_q``, zeroed biases,
+permuted columns for strided heads), its split or merge, or the layout of its weights. The output is judged
+first: it tells apart mistakes that give the same weights (a missing b_k changes none).
 """
 
 import numpy as np
@@ -18,39 +14,28 @@ from autograder.engine.cases import Exercise, Fact, Mistake, Output, case
 from autograder.engine.harness import seeded
 
 SEED = 20170612  # the day "Attention is all you need" appeared on arXiv
-_AS_GIVEN = ("the mask must broadcast against the scores (B, h, T_q, T_k) as it is given "
-             "(do not add axes to it; in a loop over heads, give head i "
-             "np.broadcast_to(mask, (B, h, T_q, T_k))[:, i])")
+_AS_GIVEN = ("the mask must broadcast against the scores (B, h, T_q, T_k) as it is given (do not add axes to it; "
+             "in a loop over heads, give head i np.broadcast_to(mask, (B, h, T_q, T_k))[:, i])")
 _SPLIT_ALONE = ("the heads are split by a reshape alone, which mixes the tokens: reshape to (B, T, h, d_head), "
                 "then transpose to (B, h, T, d_head)")
 
 
-def _split_strided(X, num_heads):
-    B, T, d = X.shape
-    return X.reshape(B, T, d // num_heads, num_heads).transpose(0, 3, 1, 2)
+def _split_alone(X, num_heads):  # a reshape straight to (B, h, T, d/h)
+    return X.reshape(X.shape[0], num_heads, X.shape[1], -1)
 
 
-def _merge_interleaved(X):
-    B, h, T, d_head = X.shape
-    return X.transpose(0, 2, 3, 1).reshape(B, T, h * d_head)
+def _merge_alone(X):  # a reshape straight to (B, T, h·d_head)
+    return X.reshape(X.shape[0], X.shape[2], -1)
 
 
-def _merge_alone(X):
-    B, h, T, d_head = X.shape
-    return X.reshape(B, T, h * d_head)
+def _merge_interleaved(X):  # the features of the heads interleaved
+    return X.transpose(0, 2, 3, 1).reshape(X.shape[0], X.shape[2], -1)
 
 
-def _split_alone(X, num_heads):
-    B, T, d = X.shape
-    return X.reshape(B, num_heads, T, d // num_heads)
-
-
-def _with(change):
-    """The reference with its parameters changed: `change(params, d_head, h)` gives the new ones."""
-    def gives(Q, K, V, params, num_heads, mask):
-        return reference.multi_head_attention(
-            Q, K, V, {**params, **change(params, Q.shape[-1] // num_heads, num_heads)}, num_heads, mask)
-    return gives
+def _with(change=lambda params, h: {}, **fixed):
+    """The reference with its parameters changed: to `fixed` values, and as `change(params, h)` gives."""
+    return lambda Q, K, V, params, num_heads, mask: reference.multi_head_attention(
+        Q, K, V, {**params, **fixed, **change(params, num_heads)}, num_heads, mask)
 
 
 def _strided(params, h, o_rows):
@@ -61,51 +46,51 @@ def _strided(params, h, o_rows):
         {"W_o": params["W_o"][order]} if o_rows else {})
 
 
-def _heads(Q, K, V, params, num_heads, split=reference.split_heads):
-    return [split(X @ params[f"W_{n}"] + params[f"b_{n}"], num_heads) for X, n in ((Q, "q"), (K, "k"), (V, "v"))]
+def _projected(Q, K, V, params, num_heads, split=reference.split_heads):
+    return [split(X @ params[f"W_{n}"] + params[f"b_{n}"], num_heads) for X, n in zip((Q, K, V), "qkv")]
 
 
 def _split_merge(split, merge):
     """The reference attention with a wrong split or merge."""
     def gives(Q, K, V, params, num_heads, mask):
-        context, weights = scaled_dot_product_attention(*_heads(Q, K, V, params, num_heads, split), mask=mask)
+        context, weights = scaled_dot_product_attention(*_projected(Q, K, V, params, num_heads, split), mask=mask)
         return merge(context) @ params["W_o"] + params["b_o"], weights
     return gives
 
 
 def _whole_mask_in_each_head(Q, K, V, params, num_heads, mask):
     """A loop over heads that gives every head the whole mask."""
-    q, k, v = _heads(Q, K, V, params, num_heads)
-    heads = [scaled_dot_product_attention(q[:, i], k[:, i], v[:, i], mask) for i in range(num_heads)]
+    heads = [scaled_dot_product_attention(q, k, v, mask) for q, k, v in zip(*(
+        np.moveaxis(X, 1, 0) for X in _projected(Q, K, V, params, num_heads)))]
     return (np.concatenate([head for head, _ in heads], axis=-1) @ params["W_o"] + params["b_o"],
             np.stack([weights for _, weights in heads], axis=1))
 
 
-def _allowed(weights, mask):
-    return np.ones(weights.shape, dtype=bool) if mask is None else np.broadcast_to(mask, weights.shape)
+def _weights(change):
+    """The reference's weights, changed by `change`."""
+    return lambda Q, K, V, params, num_heads, mask: change(
+        reference.multi_head_attention(Q, K, V, params, num_heads, mask)[1])
 
 
-ZERO_BIASES = {f"b_{n}": 0.0 for n in "qkv"}
 HEAD_MISTAKES = [
     Mistake("the scores are divided by √d_model: divide them by √d_head, the size of one head's queries and keys",
-            _with(lambda p, d_head, h: {"W_q": p["W_q"] / np.sqrt(h), "b_q": p["b_q"] / np.sqrt(h)})),
+            _with(lambda p, h: {n: p[n] / np.sqrt(h) for n in ("W_q", "b_q")})),
     Mistake("the scores are not divided by √d_head",
-            _with(lambda p, d_head, h: {"W_q": p["W_q"] * np.sqrt(d_head), "b_q": p["b_q"] * np.sqrt(d_head)})),
+            _with(lambda p, h: {n: p[n] * np.sqrt(len(p["b_q"]) // h) for n in ("W_q", "b_q")})),
     Mistake("the biases are missing: every projection is X @ W + b, and the output is @ W_o + b_o",
-            _with(lambda p, d_head, h: ZERO_BIASES | {"b_o": 0.0})),
-    Mistake("the biases b_q, b_k and b_v of the projections are missing", _with(lambda p, d_head, h: ZERO_BIASES)),
-    Mistake("the bias b_q is missing from the queries", _with(lambda p, d_head, h: {"b_q": 0.0})),
-    Mistake("the bias b_v is missing from the values", _with(lambda p, d_head, h: {"b_v": 0.0})),
+            _with(b_q=0.0, b_k=0.0, b_v=0.0, b_o=0.0)),
+    Mistake("the biases b_q, b_k and b_v of the projections are missing", _with(b_q=0.0, b_k=0.0, b_v=0.0)),
+    Mistake("the bias b_q is missing from the queries", _with(b_q=0.0)),
+    Mistake("the bias b_v is missing from the values", _with(b_v=0.0)),
     Mistake("the output projection W_o is missing: merge the heads, then @ W_o + b_o",
-            _with(lambda p, d_head, h: {"W_o": np.eye(len(p["W_o"]))})),
+            _with(lambda p, h: {"W_o": np.eye(len(p["W_o"]))})),
     Mistake("the output projection W_o and its bias b_o are missing: merge the heads, then @ W_o + b_o",
-            _with(lambda p, d_head, h: {"W_o": np.eye(len(p["W_o"])), "b_o": 0.0})),
-    Mistake("the bias b_o is missing: the output is merge_heads(...) @ W_o + b_o",
-            _with(lambda p, d_head, h: {"b_o": 0.0})),
+            _with(lambda p, h: {"W_o": np.eye(len(p["W_o"]))}, b_o=0.0)),
+    Mistake("the bias b_o is missing: the output is merge_heads(...) @ W_o + b_o", _with(b_o=0.0)),
     Mistake("the heads take every h-th feature: head i must take the consecutive features "
-            "i·d_head … (i+1)·d_head − 1", _with(lambda p, d_head, h: _strided(p, h, o_rows=True))),
+            "i·d_head … (i+1)·d_head − 1", _with(lambda p, h: _strided(p, h, o_rows=True))),
     Mistake("the heads take every h-th feature when they are split: head i must take the consecutive features "
-            "i·d_head … (i+1)·d_head − 1", _with(lambda p, d_head, h: _strided(p, h, o_rows=False))),
+            "i·d_head … (i+1)·d_head − 1", _with(lambda p, h: _strided(p, h, o_rows=False))),
     Mistake(_SPLIT_ALONE, _split_merge(_split_alone, _merge_alone)),
     Mistake(_SPLIT_ALONE, _split_merge(_split_alone, reference.merge_heads)),
     Mistake("the heads are merged by a reshape alone, which mixes the tokens: transpose (B, h, T, d_head) to "
@@ -130,8 +115,8 @@ split_heads = exercise.task(
         Mistake("it mixes the tokens between heads: reshaping straight to (B, h, T, d/h) is not enough; reshape "
                 "to (B, T, h, d/h), then move the head axis in front of the time axis with a transpose",
                 _split_alone),
-        Mistake("it gives head i every h-th feature: head i must take the consecutive features "
-                "i·d/h … (i+1)·d/h − 1", _split_strided)])
+        Mistake("it gives head i every h-th feature: head i must take the consecutive features i·d/h … (i+1)·d/h − 1",
+                lambda X, num_heads: X.reshape(*X.shape[:2], -1, num_heads).transpose(0, 3, 1, 2))])
 merge_heads = exercise.task(
     "merge_heads", hint="it should undo split_heads: head i fills the features i·d_head … (i+1)·d_head − 1 of "
                         "each token", mistakes=[
@@ -146,38 +131,31 @@ attention = exercise.task("multi_head_attention", order=("output", "weights"), o
            hint="it should be the heads' outputs (weights @ values), merged, then @ W_o + b_o"),
     Output("weights", mistakes=HEAD_MISTAKES + [
         Mistake("they are averaged over the heads: return the weights of every head, shape (B, h, T_q, T_k)",
-                lambda Q, K, V, params, num_heads, mask:
-                    reference.multi_head_attention(Q, K, V, params, num_heads, mask)[1].mean(axis=1)),
+                _weights(lambda weights: weights.mean(axis=1))),
         Mistake("they are laid out (B, T_q, h, T_k): return them as (B, h, T_q, T_k), one (T_q, T_k) map per head",
-                lambda Q, K, V, params, num_heads, mask:
-                    reference.multi_head_attention(Q, K, V, params, num_heads, mask)[1].transpose(0, 2, 1, 3))],
+                _weights(lambda weights: weights.transpose(0, 2, 1, 3)))],
         hint="they differ from softmax(Q_i K_iᵀ / √d_head) in every head i, where "
              "Q_i = (Q @ W_q + b_q)[..., i·d_head : (i+1)·d_head] and likewise K_i",
         facts=[Fact("{name}: keys that the mask hides get nonzero weight: the mask must broadcast to "
                     "(B, h, T_q, T_k) as it is given, with its last axis over the keys.",
-                    lambda actual, Q, K, V, params, num_heads, mask:
-                        np.allclose(actual[~_allowed(actual, mask)], 0.0))])])
+                    lambda actual, Q, K, V, params, num_heads, mask: mask is None or
+                        np.allclose(actual[~np.broadcast_to(mask, actual.shape)], 0.0))])])
 
 
 def _problem(rng, B, T_q, T_k, d_model, scale=1.0):
     """Random inputs and parameters whose projections have entries of size about `scale`."""
     Q, K, V = (rng.normal(size=(B, T, d_model)) for T in (T_q, T_k, T_k))
-    params = {}
-    for n in "qkvo":
-        params[f"W_{n}"] = scale * rng.normal(size=(d_model, d_model)) / np.sqrt(d_model)
-        params[f"b_{n}"] = rng.normal(size=d_model)
-    return Q, K, V, params
+    return Q, K, V, {f"{kind}_{n}": scale * rng.normal(size=(d_model, d_model)) / np.sqrt(d_model) if kind == "W"
+                     else rng.normal(size=d_model) for n in "qkvo" for kind in "Wb"}  # drawn W_q, b_q, W_k, …
 
 
 def _example():
     """The task's visible example: one query, two keys, d_model = 8, identity projections."""
-    params = {name: np.eye(8) for name in ("W_q", "W_k", "W_v", "W_o")}
-    params.update({name: np.zeros(8) for name in ("b_q", "b_k", "b_v", "b_o")})
     ln3 = np.log(3.0)
     Q = np.array([[[ln3, ln3, 0, 0, ln3, ln3, 0, 0]]])
     K = np.array([[[0, 0, 0, 0, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0, 0, 0]]], dtype=float)
     V = np.array([[[4, 0, 0, 0, 8, 0, 0, 0], [0, 4, 0, 0, 0, 0, 0, 0]]], dtype=float)
-    return Q, K, V, params
+    return Q, K, V, {f"W_{n}": np.eye(8) for n in "qkvo"} | {f"b_{n}": np.zeros(8) for n in "qkvo"}
 
 
 def check_split_heads(function):
@@ -204,9 +182,7 @@ def check_multi_head_attention(function):
             ("cross-attention with B=3, T_q=2, T_k=3, d_model=4, num_heads=4", (3, 2, 3, 4, 4), 1.0),
             ("self-attention with B=2, T=3, d_model=16, num_heads=4 and large scores", (2, 3, 3, 16, 4), 8.0)]:
         Q, K, V, params = _problem(rng, B, T_q, T_k, d_model, scale)
-        if "self" in description:
-            K = V = Q  # self-attention: one sequence
-        cases.append(case(description, Q, K, V, params, h))
+        cases.append(case(description, Q, *((Q, Q) if "self" in description else (K, V)), params, h))
     Q, K, V, params = _example()
     with_o = {**params, "W_o": np.eye(8)[::-1], "b_o": np.arange(8.0)}
     attention.check(function, cases + [
@@ -218,8 +194,7 @@ def check_multi_head_attention(function):
 
 
 def check_multi_head_attention_masks(function):
-    """Masks of every shape that broadcasts to (B, h, T_q, T_k), and an all-masked query; a function that
-    fails with a mask but not without it is told to take the mask as it is given."""
+    """Masks of every shape that broadcasts to (B, h, T_q, T_k), and an all-masked query."""
     rng = seeded(SEED + 3)
     B, T, d_model, h = 3, 5, 8, 2
     X, _, _, params = _problem(rng, B, T, T, d_model)
