@@ -43,8 +43,11 @@ from solutions.backpropagation import scaled_dot_product_attention_backward
 from solutions.scaled_dot_product import masked_softmax, padding_mask, scaled_dot_product_attention
 
 from autograder.engine.checking import CheckFailed, check, check_close, check_shape, shown
-from autograder.engine.harness import OutOfMemory, call, call_in_memory, compare, seeded
-from .positional_encoding import _check_raises_value_error
+import contextlib
+import io
+import warnings
+
+from autograder.engine.harness import OutOfMemory, call, call_in_memory, compare, seeded, standing_in
 
 # No stand-ins in these checks: the memory rules are measured in the student's process, and a stand-in's
 # work is done in the grader, outside the cap; no reference function here calls another graded function
@@ -71,6 +74,27 @@ def _unpack(result, names, function, description):
           f"{type(result).__name__}" + (f" of length {len(result)}" if isinstance(result, (tuple, list)) else "")
           + ".")
     return result
+
+
+def _check_raises_value_error(function, args, name, on, reason, stand_ins=()):
+    """Check that function(*args) raises ValueError, silencing what it prints; ``stand_ins`` as for
+    ``harness.call``."""
+    function_name = getattr(function, "__name__", "your function")
+    with warnings.catch_warnings(), np.errstate(all="ignore"), \
+            contextlib.redirect_stderr(io.StringIO()), standing_in(function, stand_ins) as run:
+        warnings.simplefilter("ignore")
+        try:
+            run(*args)
+        except ValueError:
+            return
+        except NotImplementedError:
+            raise CheckFailed(
+                f"{function_name} is not implemented yet (it raises NotImplementedError).") from None
+        except Exception as error:  # any failure of student code is a failed check
+            raise CheckFailed(
+                f"{name} raised {type(error).__name__} ({error}), but it should raise "
+                f"ValueError: {reason}.") from None
+    raise CheckFailed(f"{name} should raise ValueError: {reason}.")
 
 
 # -- the cache -----------------------------------------------------------------------

@@ -45,8 +45,7 @@ from solutions import linear_attention as reference
 
 from autograder.engine.checking import CheckFailed, check, check_shape
 from autograder.engine.harness import OutOfMemory, call, call_in_memory, compare, seeded
-from .efficient_attention import _unpack
-from .positional_encoding import _check_raises_value_error
+from .efficient_attention import _check_raises_value_error, _unpack
 
 SEED = 20200629  # "Transformers are RNNs" (Katharopoulos et al.) appeared on arXiv on 29 June 2020
 # The stand-ins: each check calls the student's function with the reference's elu_feature_map (only: the

@@ -205,7 +205,7 @@ def check_multi_head_attention_masks(function):
     fully_masked[1, 0, 2, :] = False                                   # query 2 of sequence 1
     Q_cross, K_cross, V_cross, params_cross = _problem(rng, B, 2, 6, 12)
     example = (*_example(), 2)
-    attention.check(function, [each.contrasted(case("without the mask", *each.args[:5]), _AS_GIVEN) for each in [
+    attention.check(function, [each.on_raise(_AS_GIVEN, case("without the mask", *each.args[:5])) for each in [
         case("a padding mask of shape (B, 1, 1, T_k)", X, X, X, params, h, padding),
         case("a causal mask of shape (T, T)", X, X, X, params, h, causal),
         case("a causal and padding mask of shape (B, 1, T, T)", X, X, X, params, h, causal & padding),

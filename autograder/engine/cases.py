@@ -91,8 +91,8 @@ class Case:
     fit in that much memory, measured outside the student's process (`harness.call_in_memory`);
     `memory_why`: what the message says when it does not. `tolerance`: (rtol, atol) of the
     comparison with the reference's values, where not RTOL, ATOL (float32 inputs). `invalid`: the
-    function must raise ValueError on these arguments, for this reason. `simpler`, `simpler_why`:
-    see `contrasted`."""
+    function must raise ValueError on these arguments, for this reason. `raising_why`, `simpler`:
+    see `on_raise`."""
     description: str
     args: tuple
     kwargs: dict
@@ -100,8 +100,8 @@ class Case:
     memory_why: str = None
     tolerance: tuple = (RTOL, ATOL)
     invalid: str = None
+    raising_why: str = None
     simpler: "Case" = None
-    simpler_why: str = None
 
     def within(self, memory_bytes, why=None):
         """The call must fit in `memory_bytes`; `why`: the end of the message when it does not
@@ -114,10 +114,11 @@ class Case:
         self.tolerance = (rtol, atol)
         return self
 
-    def contrasted(self, simpler, why):
-        """When the call fails on this case (it raises) but not on the case `simpler` (this one
-        without an argument), the failure ends with "but not {simpler.description}: {why}"."""
-        self.simpler, self.simpler_why = simpler, why
+    def on_raise(self, why, simpler=None):
+        """When the function raises on this case, the failure ends with ": {why}"; with `simpler`
+        (this case without an argument), only when it does not fail there, as ", but not
+        {simpler.description}: {why}"."""
+        self.raising_why, self.simpler = why, simpler
         return self
 
     def rejected(self, reason):
@@ -222,14 +223,16 @@ class Task:
         except Unfinished:
             raise
         except CheckFailed as failure:
-            if each.simpler is None:
+            if each.raising_why is None or failure.__context__ is None:  # not an exception the function raised
                 raise
+            if each.simpler is None:
+                raise CheckFailed(f"{str(failure).rstrip('.')}: {each.raising_why}.") from None
             try:
                 self.run(function, each.simpler)
             except CheckFailed:
                 raise failure from None
             raise CheckFailed(f"{str(failure).rstrip('.')}, but not {each.simpler.description}: "
-                              f"{each.simpler_why}.") from None
+                              f"{each.raising_why}.") from None
         expected = self.reference(*each.args, **each.kwargs)
         arguments = self.arguments(each)
         if not self.tuple:
