@@ -114,9 +114,9 @@ rotary_embedding = exercise.task(
                 when=lambda X, positions: positions is None),
         Mistake("it adds the sinusoidal encoding; RoPE rotates each pair of features instead",
                 lambda X, positions: X + reference.sinusoidal_encoding(*X.shape[-2:])),
-        *(Mistake(f"the angle of pair i is p·θ_i with θ_i = 10000^(−2i/d), not 10000^(−{exponent.replace('d_model', 'd')})",
-                  lambda X, positions, exponent=exponent: _rotate(X, positions, exponent))
-          for exponent in ("i/d_model", "(2i+1)/d_model"))],
+        *(Mistake(f"the angle of pair i is p·θ_i with θ_i = 10000^(−2i/d), not 10000^(−{exponent})",
+                  lambda X, positions, exponent=exponent: _rotate(X, positions, exponent + "_model"))
+          for exponent in ("i/d", "(2i+1)/d"))],
     facts=[Fact("{name}: a rotation keeps the length of each pair (x[2i], x[2i+1]), but yours changes it.",
                 lambda actual, X, positions: np.allclose(np.hypot(actual[..., 0::2], actual[..., 1::2]),
                                                          np.hypot(X[..., 0::2], X[..., 1::2])))])

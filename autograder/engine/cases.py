@@ -127,6 +127,12 @@ class Case:
         return self
 
 
+def changed(variant, **change):
+    """What a mistake gives: `variant` (the reference with its steps as options) called with the case's
+    arguments by name and `change` (the options of the mistake)."""
+    return lambda **arguments: variant(**{**arguments, **change})
+
+
 def case(description, *args, **kwargs):
     """The case `description`: the function called with `args` and `kwargs`."""
     return Case(description, args, kwargs)
@@ -146,12 +152,15 @@ class Exercise:
         the exercise names (`stand_ins`, e.g. none where a memory rule must count every step)."""
         return tuple(task.reference for task in self.tasks) if self.stand_ins is None else tuple(self.stand_ins)
 
-    def task(self, name, *, outputs=None, hint="", mistakes=(), facts=(), order=None, graded=True):
+    def task(self, name, *, outputs=None, hint="", mistakes=(), facts=(), order=None, graded=True, read=None):
         """Declare the task whose function is `name` (the reference's of that name). `outputs`:
         a function that returns a tuple, its outputs in order; else one output with `hint`,
         `mistakes` and `facts`. `order`: the names of the outputs in the order they are judged
-        (default: as returned). `graded` False: a function the checks call that is no task."""
-        task = Task(self, name, outputs, hint, mistakes, facts, order)
+        (default: as returned). `graded` False: a function the checks call that is no task.
+        `read(result, description)`: the outputs, in order, of what the function returns (the
+        student's and the reference's), raising CheckFailed when it has not their form (default:
+        the result itself); a mistake then gives the outputs."""
+        task = Task(self, name, outputs, hint, mistakes, facts, order, read)
         if graded:
             self.tasks.append(task)
         return task
@@ -160,8 +169,9 @@ class Exercise:
 class Task:
     """A task: its function, its outputs, and what is known to be wrong with them."""
 
-    def __init__(self, exercise, name, outputs, hint, mistakes, facts, order):
+    def __init__(self, exercise, name, outputs, hint, mistakes, facts, order, read=None):
         self.exercise = exercise
+        self.read = read
         self.name = name
         self.reference = getattr(exercise.reference, name)
         self.tuple = outputs is not None
@@ -234,6 +244,8 @@ class Task:
             raise CheckFailed(f"{str(failure).rstrip('.')}, but not {each.simpler.description}: "
                               f"{each.raising_why}.") from None
         expected = self.reference(*each.args, **each.kwargs)
+        if self.read is not None:
+            actual, expected = self.read(actual, each.description), self.read(expected, each.description)
         arguments = self.arguments(each)
         if not self.tuple:
             actual, expected = (actual,), (expected,)
