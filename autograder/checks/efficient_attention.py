@@ -1,25 +1,9 @@
 """Hidden checks for the exercise on attention at scale, as case tables (`engine.cases`).
 
-The cases: sizes drawn from the grader's secret too, block sizes that do not divide the lengths, causal
-attention with ``T_q ≠ T_k`` both ways, queries that see no key, a masked score far above the others. A
-mistake is the reference (or plain attention) with one step changed.
-
-Whether ``flash_attention`` (and its backward) really tile is measured, not read from the code, where the
-student's code cannot reach the measurement: ``harness.call_in_memory`` runs the call under a hard cap on its
-process's address space (under ``grade``, a second sandbox of the submission whose runner sets the cap before
-the notebook's first cell; in plain nbgrader and the tests, a forked child), ``MEMORY_LIMIT`` = 64 MiB beyond
-that process's baseline, on the memory case ``T_q = block_size = 512``, ``T_k = 131072``, ``d = d_v = 1``.
-There the whole ``(T_q, T_k)`` score matrix, which is also one row block ``block_size × T_k``, takes 512 MiB in
-float64, 256 MiB in float32 and 128 MiB in float16: it cannot fit. The values are checked there too (a function
-that catches the MemoryError must still give the right answer). Measured (2 cores, NumPy 2 with OpenBLAS, one
-thread): the sandbox's baseline is about 129 MiB of address space; the notebook's own cells add about 12 MiB;
-the tiled FlashAttention-1 of the tests then peaks at 24 MiB above the baseline in the forward and 32 MiB in the
-backward, half the cap; the reference takes 0.27 s (forward) and 0.41 s (backward) of CPU time there. Nothing
-the notebook measures (``tracemalloc``, its given ``peak_memory``) decides a point. The memory checks are in a
-hidden block of their own that starts with ``# resource rule``: ``validate`` runs them too.
-
-No stand-ins in these checks: the memory rules are measured in the student's process, and a stand-in's work is
-done in the grader, outside the cap; no reference function here calls another graded function.
+The cases: sizes drawn from the grader's secret too, block sizes that do not divide the lengths, causal attention with
+``T_q ≠ T_k`` both ways, queries that see no key, a masked score far above the others. No stand-ins: the memory rules
+are measured in the student's process (``check_*_memory``, which ``validate`` runs too: ``call_in_memory`` caps it
+where the whole (T_q, T_k) score matrix takes 512 MiB), and a stand-in's work would be done outside the cap.
 """
 
 import math
@@ -27,11 +11,9 @@ import math
 import numpy as np
 
 from solutions import efficient_attention as reference
-from solutions.backpropagation import scaled_dot_product_attention_backward
-from solutions.scaled_dot_product import masked_softmax, padding_mask
+from solutions.scaled_dot_product import padding_mask
 
 from autograder.engine.cases import Exercise, Fact, Mistake, Output, case, changed
-from autograder.engine.checking import ATOL, RTOL
 from autograder.engine.harness import seeded
 
 SEED = 20220527  # FlashAttention (Dao et al.) appeared on arXiv on 27 May 2022
@@ -41,70 +23,38 @@ FLOAT32 = (1e-4, 1e-5)  # (rtol, atol): float32 agrees to about 1e-4
 GRADS = ("grad_Q", "grad_K", "grad_V")
 
 
-def _finite(why, where=lambda **arguments: True):
+def _finite(why, where=lambda **_: True):
     """The fact, checked first, that a value has no NaN, and no inf where `where(**arguments)`: `why` says why."""
     return Fact("{name} contains NaN or inf: " + why + ".", lambda actual, **arguments: not np.any(np.isnan(actual))
                 and np.all(np.isfinite(actual[np.broadcast_to(where(**arguments), actual.shape)])), first=True)
 
 
-def _gqa(Q, K, V, params, num_heads, num_kv_heads, mask=None, interleaved=False, by_d_model=False):
-    """Grouped-query attention with one step changed (for the mistakes)."""
-    d_model = Q.shape[-1]
-    d_head = d_model // num_heads
-    B, T_q, T_k = Q.shape[0], Q.shape[1], K.shape[1]
-    q = (Q @ params["W_q"] + params["b_q"]).reshape(B, T_q, num_heads, d_head).transpose(0, 2, 1, 3)
-    k, v = ((X @ params[f"W_{n}"] + params[f"b_{n}"]).reshape(B, T_k, num_kv_heads, d_head).transpose(0, 2, 1, 3)
-            for X, n in ((K, "k"), (V, "v")))
-    group = num_heads // num_kv_heads
-    k, v = ((np.tile(x, (1, group, 1, 1)) if interleaved else np.repeat(x, group, axis=1)) for x in (k, v))
-    weights = masked_softmax(q @ k.swapaxes(-1, -2) / math.sqrt(d_model if by_d_model else d_head), mask)
-    return (weights @ v).transpose(0, 2, 1, 3).reshape(B, T_q, d_model) @ params["W_o"] + params["b_o"], weights
+def _interleaved(Q, K, V, params, num_heads, num_kv_heads, mask=None):
+    """Query head i with key/value head i % num_kv_heads: the reference with its query heads moved (and back)."""
+    d_head = Q.shape[-1] // num_heads
+    heads = np.arange(num_heads).reshape(-1, num_kv_heads).T.reshape(-1)  # the query head at each place
+    columns = (heads[:, None] * d_head + np.arange(d_head)).reshape(-1)
+    moved = params | {"W_q": params["W_q"][:, columns], "b_q": params["b_q"][columns], "W_o": params["W_o"][columns]}
+    output, weights = reference.grouped_query_attention(Q, K, V, moved, num_heads, num_kv_heads, mask)
+    return output, weights[:, np.argsort(heads)]
 
 
-def _plain(Q, K, V, causal, mask=None, scale=None, **_):
-    """(output, logsumexp, weights, running maximum) of plain attention, causal aligned as in sliding_window_mask."""
-    T_q, T_k = Q.shape[-2], K.shape[-2]
-    if mask is None and causal:
-        mask = reference.sliding_window_mask(T_q, T_k, max(T_k, 1))
+def _plain(Q, K, V, causal, block_size=1, mask=None, scale=None, rescale_sum=True, rescale_output=True,
+           lse=lambda logsumexp, top: logsumexp, **_):
+    """(output, logsumexp, weights, masked scores) of plain attention, causal as in sliding_window_mask; a mistake: the
+    online softmax over blocks of block_size keys without a rescaling (a weight keeps its block's maximum), `lse`."""
+    T_k = K.shape[-2]
+    mask = reference.sliding_window_mask(Q.shape[-2], T_k, max(T_k, 1)) if mask is None and causal else mask
     scores = Q @ K.swapaxes(-1, -2) / math.sqrt(scale or Q.shape[-1])
-    weights = masked_softmax(scores, mask)
     kept = scores if mask is None else np.where(mask, scores, -np.inf)
-    top = kept.max(axis=-1, keepdims=True)
-    shift = np.where(np.isfinite(top), top, 0.0)
-    with np.errstate(divide="ignore"):
-        log_sum = np.log(np.exp(kept - shift).sum(axis=-1))
-    return weights @ V, log_sum + shift[..., 0], weights, top[..., 0]
-
-
-def _online_without_rescaling(Q, K, V, block_size, causal, rescale_sum, rescale_output):
-    """The online softmax of the reference with one of its rescalings left out."""
-    T_q, T_k = Q.shape[-2], K.shape[-2]
-    scores = Q @ K.swapaxes(-1, -2) / math.sqrt(Q.shape[-1])
-    if causal:
-        scores = np.where(reference.sliding_window_mask(T_q, T_k, max(T_k, 1)), scores, -np.inf)
-    top = np.full((*scores.shape[:-1], 1), -np.inf)
-    total, accumulated = np.zeros_like(top), np.zeros((*scores.shape[:-1], V.shape[-1]))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        for start in range(0, T_k, block_size):
-            block = scores[..., start:start + block_size]
-            new_top = np.maximum(top, block.max(axis=-1, keepdims=True))
-            shift = np.where(np.isfinite(new_top), new_top, 0.0)
-            weights = np.exp(block - shift)
-            rescale = np.exp(top - shift)
-            total = (rescale if rescale_sum else 1) * total + weights.sum(axis=-1, keepdims=True)
-            accumulated = (rescale if rescale_output else 1) * accumulated + weights @ V[..., start:start + block_size, :]
-            top = new_top
-        output = np.where(total > 0, accumulated / np.where(total > 0, total, 1), 0.0)
-        return output, (top + np.log(total))[..., 0]
-
-
-def _logsumexp(wrong):
-    """The right output, with the logsumexp `wrong(logsumexp, running maximum)` gives."""
-    def gives(**arguments):
-        output, logsumexp, _, top = _plain(**arguments)
-        with np.errstate(invalid="ignore"):
-            return output, wrong(logsumexp, top)
-    return gives
+    blocks = np.maximum.reduceat(kept, np.arange(0, T_k, block_size), axis=-1)
+    running = np.repeat(np.maximum.accumulate(blocks, axis=-1), block_size, axis=-1)[..., :T_k]
+    top = running[..., -1:]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        late, final = (np.exp(kept - np.where(np.isfinite(m), m, 0.0)) for m in (running, top))
+        total = (final if rescale_sum else late).sum(axis=-1, keepdims=True)
+        weights = np.where(total > 0, (final if rescale_output else late) / np.where(total > 0, total, 1), 0.0)
+        return weights @ V, lse((top + np.log(total))[..., 0], top[..., 0]), weights, kept
 
 
 def _backward(Q, K, V, grad_output, causal, use_D=True, scale_power=1, use_lse=True, mask_ignored=False, **_):
@@ -121,23 +71,21 @@ def _backward(Q, K, V, grad_output, causal, use_D=True, scale_power=1, use_lse=T
         return grad_scores @ K, grad_scores.swapaxes(-1, -2) @ Q, weights.swapaxes(-1, -2) @ grad_output
 
 
-def _seen(Q, K, causal, **_):
-    """Whether each query sees a key (the rows of a logsumexp that is finite)."""
-    return (np.arange(Q.shape[-2]) >= Q.shape[-2] - K.shape[-2]) | (not causal)
-
-
 exercise = Exercise(reference, stand_ins=())
 kv_cache_bytes = exercise.task(
     "kv_cache_bytes", hint="2 · B · T · L · g · d_head · bytes_per_value", mistakes=[
-        Mistake("a decoder caches a key and a value, hence the factor 2", lambda **a: reference.kv_cache_bytes(**a) // 2),
+        Mistake("a decoder caches a key and a value, hence the factor 2",
+                lambda **arguments: reference.kv_cache_bytes(**arguments) // 2),
         Mistake("it counts values, not bytes (multiply by bytes_per_value)",
-                lambda **a: reference.kv_cache_bytes(**a) // a["bytes_per_value"])],
+                lambda **arguments: reference.kv_cache_bytes(**arguments) // arguments["bytes_per_value"])],
     facts=[Fact("{name} should be an int (a number of bytes).",
                 lambda actual, **_: np.issubdtype(actual.dtype, np.integer), first=True)])
 GQA_MISTAKES = [
-    Mistake("the scores are divided by √d_model: divide by √d_head, the size of one head", changed(_gqa, by_d_model=True)),
+    Mistake("the scores are divided by √d_model: divide by √d_head, the size of one head",
+            lambda params, num_heads, **rest: reference.grouped_query_attention(num_heads=num_heads, **rest, params=(
+                params | {n: params[n] / math.sqrt(num_heads) for n in ("W_q", "b_q")}))),  # the queries / √h
     Mistake("query head i uses key/value head i % num_kv_heads: it uses head i // (num_heads // num_kv_heads), so "
-            "that consecutive query heads share one (np.repeat, not np.tile)", changed(_gqa, interleaved=True)),
+            "that consecutive query heads share one (np.repeat, not np.tile)", _interleaved),
     Mistake("the mask is ignored: pass it to the attention as it is given",
             changed(reference.grouped_query_attention, mask=None))]
 GQA_HINT = ("project, split the queries into num_heads heads and the keys and values into num_kv_heads heads, attend "
@@ -152,29 +100,32 @@ sliding_window_mask = exercise.task(
     + [Mistake("it is not causal: a query sees the window before its position, never the keys after it",
                lambda T_q, T_k, window: np.abs((T_k - T_q + np.arange(T_q))[:, None] - np.arange(T_k)) < window),
        Mistake("query i stands at position i: with T_q queries and T_k keys the queries are the last positions, "
-               "query i at T_k − T_q + i", lambda T_q, T_k, window: np.tri(T_q, T_k, dtype=bool)
-               & ~np.tri(T_q, T_k, -window, dtype=bool))])
+               "query i at T_k − T_q + i", lambda T_q, T_k, window: reference.sliding_window_mask(
+                   max(T_q, T_k), max(T_q, T_k), window)[:T_q, :T_k])])
 FLASH_MISTAKES = [
     Mistake("the scores are not divided by √d", changed(_plain, scale=1)),
     Mistake("causal=True is ignored", changed(_plain, causal=False)),
     Mistake("query i is aligned with key i: with causal=True query i stands at position T_k − T_q + i, as in "
             "sliding_window_mask", lambda Q, K, V, block_size, causal: _plain(
                 Q, K, V, False, mask=np.tri(Q.shape[-2], K.shape[-2], dtype=bool)), when=lambda causal, **_: causal),
-    *(Mistake(f"{what} {'are' if ' and ' in what else 'is'} not rescaled by exp(m_old − m_new) when the running "
-              "maximum grows", changed(_online_without_rescaling, rescale_sum=rescale_sum, rescale_output=rescale_output))
-      for rescale_sum, rescale_output, what in ((False, True, "the running sum"), (True, False, "the accumulated output"),
-                                                (False, False, "the running sum and the accumulated output"))),
+    *(Mistake(f"{what} not rescaled by exp(m_old − m_new) when the running maximum grows",
+              changed(_plain, rescale_sum=rescale_sum, rescale_output=rescale_output))
+      for rescale_sum, rescale_output, what in ((False, True, "the running sum is"),
+                                                (True, False, "the accumulated output is"),
+                                                (False, False, "the running sum and the accumulated output are"))),
     Mistake("logsumexp lacks the running maximum: it is m + log ℓ",
-            _logsumexp(lambda logsumexp, top: logsumexp - np.where(np.isfinite(top), top, 0.0))),
-    Mistake("logsumexp is the running maximum m only: it is m + log ℓ", _logsumexp(lambda logsumexp, top: top)),
+            changed(_plain, lse=lambda logsumexp, top: logsumexp - np.where(np.isfinite(top), top, 0.0))),
+    Mistake("logsumexp is the running maximum m only: it is m + log ℓ",
+            changed(_plain, lse=lambda logsumexp, top: top)),
     Mistake("a query that sees no key has logsumexp −inf (the log of an empty sum), not 0",
-            _logsumexp(lambda logsumexp, top: np.where(np.isfinite(logsumexp), logsumexp, 0.0)))]
+            changed(_plain, lse=lambda logsumexp, top: np.where(np.isfinite(logsumexp), logsumexp, 0.0)))]
 flash_attention = exercise.task("flash_attention", outputs=[
     Output("output", "it should equal scaled_dot_product_attention's output (with the causal mask aligned as in "
            "sliding_window_mask when causal)", FLASH_MISTAKES,
            [_finite("a query that sees no key (causal, before the first key) has an all-zero output")]),
     Output("logsumexp", "it should be log Σ_j exp(q·k_j/√d) over the keys each query sees, m + log ℓ at the end",
-           FLASH_MISTAKES, [_finite("it is finite for every query that sees a key", _seen)])])
+           FLASH_MISTAKES, [_finite("it is finite for every query that sees a key",
+                                    lambda **arguments: np.isfinite(reference.flash_attention(**arguments)[1]))])])
 BACKWARD_HINT = ("it should equal scaled_dot_product_attention_backward's: P = exp(S − logsumexp), dV = Pᵀ dO, "
                  "dS = P ⊙ (dO Vᵀ − D), dQ = dS K/√d, dK = dSᵀ Q/√d")
 BACKWARD_MISTAKES = [
@@ -185,39 +136,27 @@ BACKWARD_MISTAKES = [
     Mistake("the weights are recomputed as exp(S), not normalised: P = exp(S − logsumexp)",
             changed(_backward, use_lse=False)),
     Mistake("causal=True is ignored when the weights are recomputed", changed(_backward, mask_ignored=True))]
-BACKWARD_FINITE = _finite("a query whose logsumexp is −inf sees no key: its weights are 0, and so are the gradients "
-                          "through it")
 flash_attention_backward = exercise.task("flash_attention_backward", outputs=[
-    Output(name, BACKWARD_HINT, BACKWARD_MISTAKES, [BACKWARD_FINITE] + [
+    Output(name, BACKWARD_HINT, BACKWARD_MISTAKES, [_finite(
+        "a query whose logsumexp is −inf sees no key: its weights are 0, and so are the gradients through it")] + [
         Fact("{name}: a query that sees no key has weights 0, so its gradient is exactly 0.",
-             lambda actual, Q, K, causal, **_: not np.any(actual[..., ~_seen(Q, K, causal), :]), first=True)
+             lambda actual, logsumexp, **_: not np.any(actual[np.isneginf(logsumexp)]), first=True)
     ] * (name == "grad_Q")) for name in GRADS])
 
 
-def _values_only(name, outputs, hint, why, expected=None):
-    """The task `name` judged on its values alone (no mistake named): `expected(**arguments)` gives them (default:
-    the reference's), and `why` says why they are finite."""
-    return exercise.task(name, graded=False, outputs=[
-        Output(output, hint, facts=[_finite(why)], expected=expected and (
-            lambda got, i=i, **arguments: expected(**arguments)[i])) for i, output in enumerate(outputs)])
+def _values_only(name, outputs):
+    """The task `name` judged on its values alone (no mistake named): the reference's on float64 inputs."""
+    function = getattr(reference, name)
+    return exercise.task(name, graded=False, outputs=[Output(
+        output, "it should equal plain attention's (masked keys get weight 0, whatever their score)", facts=[_finite(
+            "every query here sees a key, and a masked score, however large, must get weight exactly 0 (mask the "
+            "scores before exp)")], expected=lambda got, i=i, **arguments: function(**{
+                key: value.astype(float) if isinstance(value, np.ndarray) else value for key, value in arguments.items()
+            })[i]) for i, output in enumerate(outputs)])
 
 
-FAR_ABOVE = "a masked score, however large, must get weight exactly 0 (mask the scores before exp)"
-flash_far_above = _values_only(
-    "flash_attention", ("output", "logsumexp"), "masked keys get weight 0, whatever their score", FAR_ABOVE,
-    lambda Q, K, V, block_size, causal: _plain(*(X.astype(float) for X in (Q, K, V)), causal))
-backward_far_above = _values_only(
-    "flash_attention_backward", GRADS, "masked keys get weight 0, whatever their score", FAR_ABOVE,
-    lambda Q, K, V, output, logsumexp, grad_output, block_size, causal: scaled_dot_product_attention_backward(
-        *(X.astype(float) for X in (Q, K, V, grad_output)), np.tri(Q.shape[-2], K.shape[-2], dtype=bool)))
-flash_tiled = _values_only("flash_attention", ("output", "logsumexp"), "it should equal plain attention's",
-                           "every query sees every key here")
-backward_tiled = _values_only("flash_attention_backward", GRADS, "it should equal plain attention's",
-                              "every query sees every key here")
-
-
-def _tolerance(dtype):
-    return FLOAT32 if dtype == np.float32 else (RTOL, ATOL)
+flash_values, backward_values = _values_only("flash_attention", ("output", "logsumexp")), _values_only(
+    "flash_attention_backward", GRADS)
 
 
 def _attention_cases(rng):
@@ -245,8 +184,7 @@ def _attention_cases(rng):
 
 
 def _far_above_cases(rng):
-    """(description, Q, K, V, block_size): causal, query i and a key j > i it must not see with a score
-    q_i·k_j/√d = 1800, about 1e3 above those it sees; in float64 and float32."""
+    """Causal cases where query i must not see a key j > i whose score, 1800, is about 1e3 above those it sees."""
     cases = []
     for dtype in (np.float64, np.float32):
         T, block_size = int(rng.integers(5, 10)), int(rng.integers(1, 5))
@@ -256,31 +194,43 @@ def _far_above_cases(rng):
         Q[i] = K[j] = 30.0
         cases.append((f"causal, T_q=T_k={T}, block_size={block_size}, {np.dtype(dtype).name}, where query {i} "
                       f"must not see key {j} whose score is about 1e3 above the ones it sees",
-                      *(X.astype(dtype) for X in (Q, K, V)), block_size))
+                      *(X.astype(dtype) for X in (Q, K, V)), block_size, True))
     return cases
 
 
-def _memory_case(rng, *before, backward=False):
-    """The memory case (``call_in_memory``: a hard cap outside the student's reach), after the arguments `before`."""
+def _cases(rng, cases, backward=False):
+    """The cases (description, Q, K, V, block_size, causal), of the backward after the reference's forward."""
+    made = []
+    for description, Q, K, V, block_size, causal in cases:
+        forward = reference.flash_attention(Q, K, V, block_size, causal) if backward else ()
+        gradient = (rng.normal(size=forward[0].shape).astype(Q.dtype),) if backward else ()
+        made.append(case(description, Q, K, V, *forward, *gradient, block_size=block_size, causal=causal).tolerating(
+            *(FLOAT32 if Q.dtype == np.float32 else ())))
+    return made
+
+
+def _memory_case(backward=False):
+    """The memory case (``call_in_memory``: a hard cap outside the student's reach)."""
+    rng = seeded(SEED + 9)
     T_q, T_k, d, block_size = MEMORY_CASE
-    return case(f"T_q={T_q}, T_k={T_k}, d={d}, block_size={block_size} (the memory case)", *before, block_size).within(
-        MEMORY_LIMIT, f"more memory at once than a tiled computation needs (its outputs, a few {block_size} × "
-        f"{block_size} blocks of {block_size ** 2 * 8 / 2 ** 20:.0f} MiB each, and its inputs), where the whole (T_q, "
-        f"T_k) score matrix, which is also one row block of it here, takes {T_q * T_k * 8 / 2 ** 20:.0f} MiB "
-        f"({T_q * T_k * 2 / 2 ** 20:.0f} MiB even in float16). " + (
-            "No array may have more than block_size along both a query axis and a key axis." if backward
-            else "No array may be longer than block_size along the key axis."))
+    [each] = _cases(rng, [(f"T_q={T_q}, T_k={T_k}, d={d}, block_size={block_size} (the memory case)",
+                           *(rng.normal(size=(T, d)) for T in (T_q, T_k, T_k)), block_size, False)], backward)
+    return each.within(MEMORY_LIMIT, (
+        f"more memory at once than a tiled computation needs (its outputs, a few {block_size} × {block_size} blocks "
+        f"of 2 MiB each, and its inputs), where the whole (T_q, T_k) score matrix, which is also one row block of it "
+        f"here, takes 512 MiB (128 MiB even in float16). " + ("No array may have more than block_size along both a "
+        "query axis and a key axis." if backward else "No array may be longer than block_size along the key axis.")))
 
 
 def check_kv_cache_bytes(function):
     rng = seeded(SEED)
     kv_cache_bytes.check(function, [
         case(f"batch_size, seq_len, num_layers, num_kv_heads, d_head = {args}"
-             + (f", bytes_per_value={kwargs['bytes_per_value']}" if kwargs else ""), *args, **kwargs)
-        for args, kwargs in [((3, 5, 2, 1, 7), {"bytes_per_value": 4}), ((1, 4096, 80, 8, 128), {}),
-                             ((4, 2048, 96, 96, 128), {"bytes_per_value": 2}), ((1, 1, 1, 1, 1), {"bytes_per_value": 1}),
+             + "".join(f", bytes_per_value={value}" for value in kwargs.values()), *args, **kwargs)
+        for args, kwargs in [((3, 5, 2, 1, 7), dict(bytes_per_value=4)), ((1, 4096, 80, 8, 128), {}),
+                             ((4, 2048, 96, 96, 128), dict(bytes_per_value=2)), ((1,) * 5, dict(bytes_per_value=1)),
                              (tuple(int(n) for n in rng.integers(1, 50, size=5)),
-                              {"bytes_per_value": int(rng.integers(1, 5))})]])
+                              dict(bytes_per_value=int(rng.integers(1, 5))))]])
 
 
 def check_grouped_query_attention(function):
@@ -321,41 +271,19 @@ def check_sliding_window_mask(function):
 
 def check_flash_attention(function):
     rng = seeded(SEED + 3)
-    flash_attention.check(function, [case(description, Q, K, V, block_size=block_size, causal=causal)
-                                     for description, Q, K, V, block_size, causal in _attention_cases(rng)])
-    flash_far_above.check(function, [case(description, Q, K, V, block_size=block_size, causal=True).tolerating(
-        *_tolerance(Q.dtype)) for description, Q, K, V, block_size in _far_above_cases(rng)])
+    flash_attention.check(function, _cases(rng, _attention_cases(rng)))
+    flash_values.check(function, _cases(rng, _far_above_cases(rng)))
 
 
 def check_flash_attention_memory(function):
-    """The resource rule of flash_attention: the memory case within MEMORY_LIMIT (``validate`` runs it too)."""
-    rng = seeded(SEED + 9)
-    T_q, T_k, d, block_size = MEMORY_CASE
-    flash_tiled.judge(function, _memory_case(rng, rng.normal(size=(T_q, d)), rng.normal(size=(T_k, d)),
-                                             rng.normal(size=(T_k, d))))
+    flash_values.judge(function, _memory_case())
 
 
 def check_flash_attention_backward(function):
     rng = seeded(SEED + 4)
-    cases = []
-    for description, Q, K, V, block_size, causal in _attention_cases(rng):
-        output, logsumexp = reference.flash_attention(Q, K, V, block_size, causal)
-        cases.append(case(description, Q, K, V, output, logsumexp, rng.normal(size=output.shape),
-                          block_size=block_size, causal=causal))
-    flash_attention_backward.check(function, cases)
-    cases = []
-    for description, Q, K, V, block_size in _far_above_cases(rng):
-        output, logsumexp = reference.flash_attention(Q, K, V, block_size, causal=True)
-        cases.append(case(description, Q, K, V, output, logsumexp, rng.normal(size=output.shape).astype(Q.dtype),
-                          block_size=block_size, causal=True).tolerating(*_tolerance(Q.dtype)))
-    backward_far_above.check(function, cases)
+    flash_attention_backward.check(function, _cases(rng, _attention_cases(rng), backward=True))
+    backward_values.check(function, _cases(rng, _far_above_cases(rng), backward=True))
 
 
 def check_flash_attention_backward_memory(function):
-    """The resource rule of flash_attention_backward: the memory case within MEMORY_LIMIT."""
-    rng = seeded(SEED + 9)
-    T_q, T_k, d, block_size = MEMORY_CASE
-    Q, K, V = rng.normal(size=(T_q, d)), rng.normal(size=(T_k, d)), rng.normal(size=(T_k, d))
-    output, logsumexp = reference.flash_attention(Q, K, V, block_size)
-    backward_tiled.judge(function, _memory_case(rng, Q, K, V, output, logsumexp, rng.normal(size=output.shape),
-                                                backward=True))
+    backward_values.judge(function, _memory_case(backward=True))

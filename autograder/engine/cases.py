@@ -109,7 +109,7 @@ class Case:
         self.memory_bytes, self.memory_why = memory_bytes, why
         return self
 
-    def tolerating(self, rtol, atol):
+    def tolerating(self, rtol=RTOL, atol=ATOL):
         """Values within (rtol, atol) of the reference's are right (float32's rounding)."""
         self.tolerance = (rtol, atol)
         return self
