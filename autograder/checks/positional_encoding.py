@@ -72,7 +72,8 @@ sinusoidal_encoding = exercise.task(
     "sinusoidal_encoding", hint="PE[p, 2i] should be sin(p / 10000^(2i/d_model)) and PE[p, 2i+1] "
                                 "cos(p / 10000^(2i/d_model)), for positions p = 0, 1, …",
     mistakes=[_sinusoid_mistake(*options) for options in itertools.product(
-        (0, 1), (False, True), (False, True), _EXPONENTS, _EXPONENTS) if options != (0, 0, 0, *["2i/d_model"] * 2)])
+        (0, 1), (False, True), (False, True), _EXPONENTS, _EXPONENTS)
+        if options != (0, False, False, "2i/d_model", "2i/d_model")])  # every combination but the right one
 relative_position_matrix = exercise.task(
     "relative_position_matrix", hint="it maps PE[p] to PE[p + k] on these positions but is not the block diagonal "
                                      "matrix of 2 × 2 rotations by k·ω_i", mistakes=[
