@@ -11,7 +11,6 @@ import math
 import numpy as np
 
 from solutions import efficient_attention as reference
-from solutions.scaled_dot_product import padding_mask
 
 from autograder.engine.cases import Exercise, Fact, Mistake, Output, case, changed
 from autograder.engine.harness import seeded
@@ -31,9 +30,8 @@ def _finite(why, where=lambda **_: True):
 
 def _interleaved(Q, K, V, params, num_heads, num_kv_heads, mask=None):
     """Query head i with key/value head i % num_kv_heads: the reference with its query heads moved (and back)."""
-    d_head = Q.shape[-1] // num_heads
     heads = np.arange(num_heads).reshape(-1, num_kv_heads).T.reshape(-1)  # the query head at each place
-    columns = (heads[:, None] * d_head + np.arange(d_head)).reshape(-1)
+    columns = np.arange(Q.shape[-1]).reshape(num_heads, -1)[heads].reshape(-1)
     moved = params | {"W_q": params["W_q"][:, columns], "b_q": params["b_q"][columns], "W_o": params["W_o"][columns]}
     output, weights = reference.grouped_query_attention(Q, K, V, moved, num_heads, num_kv_heads, mask)
     return output, weights[:, np.argsort(heads)]
@@ -84,8 +82,9 @@ GQA_MISTAKES = [
     Mistake("the scores are divided by √d_model: divide by √d_head, the size of one head",
             lambda params, num_heads, **rest: reference.grouped_query_attention(num_heads=num_heads, **rest, params=(
                 params | {n: params[n] / math.sqrt(num_heads) for n in ("W_q", "b_q")}))),  # the queries / √h
-    Mistake("query head i uses key/value head i % num_kv_heads: it uses head i // (num_heads // num_kv_heads), so "
-            "that consecutive query heads share one (np.repeat, not np.tile)", _interleaved),
+    Mistake(lambda num_kv_heads, **_: f"query head i uses key/value head i % {num_kv_heads}: it uses head i // "
+            "(num_heads // num_kv_heads), so that consecutive query heads share one (np.repeat, not np.tile)",
+            _interleaved),
     Mistake("the mask is ignored: pass it to the attention as it is given",
             changed(reference.grouped_query_attention, mask=None))]
 GQA_HINT = ("project, split the queries into num_heads heads and the keys and values into num_kv_heads heads, attend "
@@ -94,14 +93,15 @@ grouped_query_attention = exercise.task("grouped_query_attention", order=("weigh
     Output("output", GQA_HINT, GQA_MISTAKES), Output("weight array", GQA_HINT, GQA_MISTAKES)])
 sliding_window_mask = exercise.task(
     "sliding_window_mask", hint="query i stands at position p = T_k − T_q + i and sees key j iff 0 ≤ p − j < window",
-    mistakes=[Mistake(f"each query sees window {sign} 1 keys: the window holds the query's own position and the "
-                      "window − 1 before it (0 ≤ p − j < window)", lambda T_q, T_k, window, sign=sign:
-                      reference.sliding_window_mask(T_q, T_k, window + (1 if sign == "+" else -1))) for sign in "+−"]
+    mistakes=[Mistake(lambda window, step=step, **_: f"each query sees {window + step} keys: the window holds the "
+                      f"query's own position and the {window - 1} before it (0 ≤ p − j < window)",
+                      lambda T_q, T_k, window, step=step: reference.sliding_window_mask(T_q, T_k, window + step))
+              for step in (1, -1)]
     + [Mistake("it is not causal: a query sees the window before its position, never the keys after it",
                lambda T_q, T_k, window: np.abs((T_k - T_q + np.arange(T_q))[:, None] - np.arange(T_k)) < window),
-       Mistake("query i stands at position i: with T_q queries and T_k keys the queries are the last positions, "
-               "query i at T_k − T_q + i", lambda T_q, T_k, window: reference.sliding_window_mask(
-                   max(T_q, T_k), max(T_q, T_k), window)[:T_q, :T_k])])
+       Mistake(lambda T_q, T_k, **_: f"query i stands at position i: with T_q={T_q} queries and T_k={T_k} keys the "
+               "queries are the last positions, query i at T_k − T_q + i", lambda T_q, T_k, window:
+               reference.sliding_window_mask(max(T_q, T_k), max(T_q, T_k), window)[:T_q, :T_k])])
 FLASH_MISTAKES = [
     Mistake("the scores are not divided by √d", changed(_plain, scale=1)),
     Mistake("causal=True is ignored", changed(_plain, causal=False)),
@@ -246,7 +246,7 @@ def check_grouped_query_attention(function):
     for description, B, T_q, T_k, d_model, h, g, mask in [
             ("self-attention, B=2, T=5, d_model=16, 4 heads, 2 key/value heads", 2, 5, 5, 16, 4, 2, None),
             ("cross-attention, B=2, T_q=3, T_k=6, d_model=12, 6 heads, 3 key/value heads, a padding mask",
-             2, 3, 6, 12, 6, 3, padding_mask(np.array([6, 2]), 6)[:, None, None, :]),
+             2, 3, 6, 12, 6, 3, (np.arange(6) < np.array([[6], [2]]))[:, None, None, :]),
             ("multi-query attention (1 key/value head), B=1, T=4, d_model=8, 4 heads, a sliding window mask of 2",
              1, 4, 4, 8, 4, 1, reference.sliding_window_mask(4, 4, 2)),
             ("as many key/value heads as heads, B=2, T=3, d_model=8, 2 heads", 2, 3, 3, 8, 2, 2, None),

@@ -44,8 +44,8 @@ from .harness import OutOfMemory, Unfinished, call, call_in_memory, standing_in
 class Mistake:
     """A known mistake: `gives(**arguments)` is what the reference with that one step changed
     returns (of a function that returns a tuple: the whole tuple, or the value of the output the
-    mistake is listed under); `message` says what is wrong and what is right.
-    `when(**arguments)`: the cases it applies to (default: all)."""
+    mistake is listed under); `message` says what is wrong and what is right (or a function of the
+    arguments that gives it). `when(**arguments)`: the cases it applies to (default: all)."""
     message: str
     gives: object
     when: object = None
@@ -313,7 +313,7 @@ class Task:
                 continue  # this mistake cannot give a value on this case
             if self.tuple and isinstance(value, tuple):
                 value = value[index]
-            found.append((value, mistake.message))
+            found.append((value, mistake.message(**arguments) if callable(mistake.message) else mistake.message))
         return found
 
 
