@@ -73,14 +73,16 @@ class Mistake:
 class Fact:
     """A property of every right value: `holds(actual, **arguments)` is False when `actual`
     breaks it, and `message` (formatted with `name`, the value's name in messages, and the
-    arguments) says what it breaks."""
+    arguments) says what it breaks. `first`: checked once the shape is right, before the values
+    are compared, so that a value within the tolerance still keeps it (a dtype, exact zeros)."""
     message: str
     holds: object
+    first: bool = False
 
     def explain(self, actual, name, arguments):
         try:
             holds = bool(self.holds(actual, **arguments))
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError):
             holds = False
         if not holds:
             raise CheckFailed(self.message.format(name=name, **arguments))
@@ -357,12 +359,18 @@ class Task:
         def facts(actual):
             for fact in output.facts:
                 fact.explain(actual, name, arguments)
+        if np.ndim(wanted) == 0 and isinstance(actual, (int, float, np.number)) and not isinstance(actual, bool):
+            actual = np.asarray(actual)  # a number, where one number is expected
         if isinstance(actual, np.ndarray) and actual.shape != np.shape(wanted):  # a mistake may change the shape
             cause = named_cause(actual, None, mistakes(), same=_same)
             if cause is not None:
                 raise CheckFailed(f"{name}: {cause}.", cause=cause)
             if output.any_shape:
                 facts(actual)
+        elif isinstance(actual, np.ndarray):
+            for fact in output.facts:
+                if fact.first:
+                    fact.explain(actual, name, arguments)
         check_close(actual, wanted, name, output.hint, mistakes, facts, same=_same, tolerance=each.tolerance)
 
     def _mistakes(self, output, index, arguments, path=()):
