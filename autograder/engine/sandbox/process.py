@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 from .. import protocol
-from . import bwrap
+from .bwrap import RUNNER, SITE_PACKAGES, runner_folder
+from .bwrap import command as bwrap_command
 from .state import SandboxStopped
 
 GRACE = 5.0  # seconds the grader waits beyond the runner's own alarm before killing it
@@ -28,17 +29,17 @@ class Process:
         self.folder = self.popen = None
 
     def start(self):
-        runner = bwrap.runner_folder()
+        runner = runner_folder()
         ours, theirs = socket.socketpair()
         python = str(Path(sys.prefix) / "bin" / "python")
         s = self.submission
         if s.isolate:
             # run as a module, from its bytecode; without `site`, whose .pth files would import the
             # course's editable finder (our own code, unsandboxed, needs it): the packages' folders
-            command = bwrap.command(runner, s.uid, s.limits, s.files, self.environment, s.hidden) + [
-                python, "-E", "-s", "-S", "-B", "-m", bwrap.RUNNER, str(theirs.fileno()), *bwrap.SITE_PACKAGES]
+            command = bwrap_command(runner, s.uid, s.limits, s.files, self.environment, s.hidden) + [
+                python, "-E", "-s", "-S", "-B", "-m", RUNNER, str(theirs.fileno()), *SITE_PACKAGES]
         else:
-            command = [python, "-E", "-s", "-B", str(runner / bwrap.RUNNER / "__main__.py"), str(theirs.fileno())]
+            command = [python, "-E", "-s", "-B", str(runner / RUNNER / "__main__.py"), str(theirs.fileno())]
             self.folder = Path(tempfile.mkdtemp(prefix="sandbox-"))  # its working folder
         self.popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, pass_fds=[theirs.fileno()],

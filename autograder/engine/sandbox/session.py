@@ -6,10 +6,10 @@ import time
 
 from .. import protocol
 from ..student import Student, copy_changes, rebuilt
-from . import shell
 from .answers import Call
 from .bwrap import MALLOC
 from .process import Process
+from .shell import answer as shell_answer
 from .state import Limits, SandboxStopped, Submission, Timeouts
 
 
@@ -97,7 +97,7 @@ class Sandbox:
         ends = time.monotonic() + seconds * s.limits.wall_factor
         message, _ = process.receive(("cell", "shell"), seconds * s.limits.wall_factor, where)
         while message["op"] == "shell":  # the cell's shell commands, in its time
-            process.send("shell", **shell.answer(process, message, min(ends, s.deadline) - time.monotonic(), seconds))
+            process.send("shell", **shell_answer(process, message, min(ends, s.deadline) - time.monotonic(), seconds))
             message, _ = process.receive(("cell", "shell"), max(ends - time.monotonic(), 0.0), where)
         if message["id"] != cell_id:
             process.stopped("crashed", "the notebook's process sent an unexpected message")
