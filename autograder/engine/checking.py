@@ -160,20 +160,34 @@ def arguments_of(frame):
     return ", ".join(described)
 
 
-def _where(traceback):
-    """"raised in f(its inputs), at line n of g: code" for an exception that a function of this
-    notebook raised when a cell called it (in Jupyter: its cells are files of no folder), or ''."""
+def student_frames(traceback, is_student):
+    """(innermost, called) of a traceback: the innermost (frame, line) for which
+    `is_student(frame)`, and the frame of the first function of the student's that code not
+    theirs called; each None when there is none. The one walker of tracebacks: here in a
+    notebook (their functions are theirs, any cell calls them), and in the grader's sandbox
+    (their cells are theirs, the course's cells call them)."""
     frames = []
     while traceback is not None:
         frames.append((traceback.tb_frame, traceback.tb_lineno))
         traceback = traceback.tb_next
-    ours = [not os.path.exists(frame.f_code.co_filename) for frame, _ in frames]
-    cell = next((i for i, (frame, _) in enumerate(frames) if ours[i] and frame.f_code.co_name == "<module>"), None)
-    if cell is None or cell + 1 == len(frames) or not ours[cell + 1]:  # no function of the notebook's called
+    theirs = [is_student(frame) for frame, _ in frames]
+    innermost = next((frames[i] for i in reversed(range(len(frames))) if theirs[i]), None)
+    called = next((frames[i][0] for i in range(1, len(frames))
+                   if theirs[i] and not theirs[i - 1] and frames[i][0].f_code.co_name != "<module>"), None)
+    return innermost, called
+
+
+def _where(traceback):
+    """"raised in f(its inputs), at line n of g: code" for an exception that a function of this
+    notebook raised when a cell called it (in Jupyter: its cells are files of no folder), or ''."""
+    def in_a_function(frame):
+        return not os.path.exists(frame.f_code.co_filename) and frame.f_code.co_name != "<module>"
+
+    innermost, called = student_frames(traceback, in_a_function)
+    if called is None:  # no function of the notebook's called
         return ""
-    frame, line = frames[max(i for i in range(cell + 1, len(frames)) if ours[i])]
+    frame, line = innermost
     code = linecache.getline(frame.f_code.co_filename, line).strip()
-    called = frames[cell + 1][0]
     return (f"raised in {called.f_code.co_name}({arguments_of(called)}), at line {line} of "
             f"{frame.f_code.co_name}: {code}")
 

@@ -11,8 +11,8 @@ import re
 from .course import ENGINE_PACKAGE
 
 # The engine's modules, and those of its runner in the sandbox (the course's packages join them).
-ENGINE_MODULES = {ENGINE_PACKAGE, "nbgrader", "wire", "sandbox_runner"}
-PATCHED_MODULES = {"np", "numpy", "builtins", "__builtins__", "sys", "math", "operator", "wire"}
+ENGINE_MODULES = {ENGINE_PACKAGE, "nbgrader", "protocol", "runner", "standins"}
+PATCHED_MODULES = {"np", "numpy", "builtins", "__builtins__", "sys", "math", "operator", "protocol"}
 COMPARISONS = {"__eq__", "__ne__", "__bool__", "__array_ufunc__", "__array_function__",
                "__array_finalize__", "__array_wrap__"}
 HOOKS = {"input_transformers_cleanup", "input_transformers_post", "ast_transformers", "events",

@@ -337,12 +337,7 @@ def read_notebook(path):
 def _restart(sandbox):
     """A fresh sandbox for the remaining checks: the last one died or was stopped."""
     sandbox.close()
-    fresh = Sandbox(sandbox.cells, sandbox.limits, sandbox.uid, timeouts=sandbox.timeouts, files=sandbox.files,
-                    hidden=sandbox.hidden)
-    fresh.events, fresh.deadline = sandbox.events, sandbox.deadline  # no new time
-    fresh.stopped = sandbox.stopped  # nor new calls of what ran out of time
-    fresh.stopped_within = sandbox.stopped_within
-    fresh.places, fresh.own_cells = sandbox.places, sandbox.own_cells
+    fresh = Sandbox(submission=sandbox.submission)  # the same state: no new time, nor new calls of what ran out of it
     try:
         fresh.run()
     except SandboxStopped:
@@ -463,17 +458,24 @@ def _seed(key, fingerprint):
 
 # The engine's modules that decide a grade (not the reports, exports or command line: a
 # change there regrades nothing).
-GRADING_MODULES = ("assignment", "checking", "collect", "flags", "grade", "harness", "messages",
-                   "sandbox", "sandbox_runner", "timing", "wire")
+GRADING_MODULES = ("assignment", "checking", "collect", "flags", "grade", "harness", "memory", "messages",
+                   "protocol", "runner", "sandbox", "standins", "student", "timing")
+
+
+def _engine_files(modules):
+    """The files of the engine's `modules` (a package: all its modules)."""
+    return [path for module in modules
+            for path in (sorted((ENGINE / module).glob("*.py")) if (ENGINE / module).is_dir()
+                         else [ENGINE / f"{module}.py"])]
 
 
 def graded_files(course):
     """The files whose contents decide a grade of `course`: the grading code, the course's checks
     and references, its released and instructor notebooks and the reference's times."""
     if course.nbgrader:
-        return [*(ENGINE / f"{module}.py" for module in GRADING_MODULES + ("nbgrader_course",)),
+        return [*_engine_files(GRADING_MODULES + ("nbgrader_course",)),
                 course.file, *sorted(path for path in course.source.rglob("*") if path.is_file())]
-    return [*(ENGINE / f"{module}.py" for module in GRADING_MODULES),
+    return [*_engine_files(GRADING_MODULES),
             *(path for package in (course.checks, *course.references) for path in course.package_files(package)),
             *sorted(course.exercises.glob("*.ipynb")), *sorted(course.source.rglob("*.ipynb")),
             *sorted(course.source.rglob("timing.json"))]

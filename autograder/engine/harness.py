@@ -21,17 +21,15 @@ Nothing the notebook measures or redefines (``tracemalloc``, a given
 import contextlib
 import contextvars
 import copy
-import functools
-import inspect
 import io
-import os
-import resource
 import warnings
 
 import numpy as np
 
-from . import trampoline
+from . import standins
 from .checking import CheckFailed, check, check_close, close, named_cause
+from .standins import answered, answering  # noqa: F401 (the checks' and the grader's)
+from .student import Stopped, as_student
 
 # The grader passes a secret number per submission to the checks it runs
 # (`with secret(number): ...`), so that their inputs cannot be known, or
@@ -111,173 +109,24 @@ def call(function, *args, on, stand_ins=(), **kwargs):
     return result
 
 
-_ANSWERED = contextvars.ContextVar("answered", default=None)
-
-
-@contextlib.contextmanager
-def answering():
-    """Yield the set of the names whose stand-ins answered (were called) in the `with` block: the
-    graded functions a check judged the student's function with the reference's versions of."""
-    names = set()
-    token = _ANSWERED.set(names)
-    try:
-        yield names
-    finally:
-        _ANSWERED.reset(token)
-
-
-def answered(name):
-    """Note that the stand-in for `name` answered (see `answering`)."""
-    names = _ANSWERED.get()
-    if names is not None:
-        names.add(name)
-
-
-def _noting(name, stand_in):
-    """``stand_in``, noting each call (`answered`)."""
-    @functools.wraps(stand_in)
-    def noted(*args, **kwargs):
-        answered(name)
-        return stand_in(*args, **kwargs)
-    return noted
-
-
 @contextlib.contextmanager
 def standing_in(function, stand_ins):
     """Yield what calls ``function`` with the student's functions named as those of ``stand_ins``
     (the reference's: functions, or a dict name -> function) answering as them: only those that
-    the reference of ``function`` reaches when it is among them (`_reached`), never ``function``
-    itself. A plain student function answers by identity (`trampoline`), others by name.
-
-    - a sandbox proxy (``sandbox.StudentFunction``, under ``grade``): the reference never enters
-      the student's process; stand-ins there send their arguments (plain data) to the grader,
-      which computes the reference's value and answers only for the names of the call it is
-      waiting on; a stand-in kept for later answers nothing. An argument that is not plain data
-      makes the stand-in raise a TypeError naming the function;
-    - a plain function (plain nbgrader kernels, the tests): the swap happens in its namespace
-      (``__globals__``), and its defaults, then is undone (`_swapped`).
+    the reference of ``function`` reaches when it is among them (`standins.chosen`), never
+    ``function`` itself. Wherever the function runs (`student.Student`): in the grader's
+    sandbox, the reference never enters the student's process (stand-ins there send their
+    arguments, plain data, to the grader, which answers only for the names of the call it is
+    waiting on); in this process, the swap happens in its namespace and defaults, then is undone.
     """
-    from .sandbox import StudentFunction  # the engine's sandbox, loaded when used
-
     if not isinstance(stand_ins, dict):
         stand_ins = {stand_in.__name__: stand_in for stand_in in stand_ins}
-    own = getattr(function, "__name__", None)
-    namespace = getattr(inspect.unwrap(function), "__globals__", None)
-    if isinstance(namespace, dict):  # the name the notebook gives it, which its __name__ may not be
-        own = next((name for name in stand_ins if namespace.get(name) is inspect.unwrap(function)), own)
-    if own in stand_ins:
-        # only the graded functions before the checked one (stand_ins lists them in the order of the
-        # tasks: a student may build on any of them) and those its reference reaches stand in: a later
-        # task's reference (which may compute this very task) never answers for it
-        names = list(stand_ins)
-        reached = _reached(stand_ins[own], frozenset(stand_ins)) | set(names[:names.index(own)])
-        stand_ins = {name: stand_in for name, stand_in in stand_ins.items() if name in reached}
-    stand_ins = {name: stand_in for name, stand_in in stand_ins.items() if name != own}
-    if not stand_ins:
+    answers = standins.chosen(function, stand_ins)
+    if not answers:
         yield function
-    elif isinstance(function, StudentFunction):
-        yield function.standing_in(stand_ins)
-    else:
-        with _swapped(inspect.unwrap(function), {name: _noting(name, f) for name, f in stand_ins.items()}):
-            yield function
-
-
-@functools.lru_cache(maxsize=1024)
-def _reached(reference, graded):
-    """The names of `graded` that the function `reference` reaches: by a global name of its code
-    (nested functions and lambdas included), through an ungraded function it calls the same way,
-    or as a default argument; a graded function is not followed further (it stands in whole).
-    Read once per reference and names: the reference's code and module do not change while grading."""
-    found, seen = set(), set()
-
-    def visit(function):
-        function = inspect.unwrap(function)
-        code = getattr(function, "__code__", None)
-        if code is None or id(function) in seen:
-            return
-        seen.add(id(function))
-        namespace = getattr(function, "__globals__", {})
-        values = [namespace[name] for name in _global_names(code) if name in namespace]
-        values += list(getattr(function, "__defaults__", None) or ())
-        values += list((getattr(function, "__kwdefaults__", None) or {}).values())
-        for value in values:
-            if isinstance(value, functools.partial):
-                value = value.func
-            name = getattr(value, "__name__", None)
-            if name in graded and callable(value):
-                found.add(name)
-            elif inspect.isfunction(value):
-                visit(value)
-
-    visit(reference)
-    return frozenset(found)
-
-
-def _global_names(code):
-    """The names `code` and the code nested in it may look up globally."""
-    names = set(code.co_names)
-    for constant in code.co_consts:
-        if inspect.iscode(constant):
-            names |= _global_names(constant)
-    return names
-
-
-@contextlib.contextmanager
-def _swapped(function, stand_ins):
-    """The functions of ``function``'s namespace named as ``stand_ins`` answering as them, restored on
-    exit: a plain function by identity (`trampoline`: its aliases, partials and the defaults that
-    hold it answer too), for arguments that bind to the stand-in's parameters (others go to the
-    student's own); anything else by name in the namespace and in ``function``'s defaults."""
-    namespace = getattr(function, "__globals__", None)
-    if not isinstance(namespace, dict):
-        yield
         return
-    missing = object()
-    undos = []
-    for name, stand_in in list(stand_ins.items()):
-        value = namespace.get(name, missing)
-        if trampoline.swappable(value) and value is not inspect.unwrap(stand_in) and value is not function:
-            undos.append(trampoline.swap(value, _binding_or_own(stand_in, trampoline.copy(value))))
-            stand_ins = {key: item for key, item in stand_ins.items() if key != name}
-    originals = {name: namespace.get(name, missing) for name in stand_ins}
-    replaced = {id(value): stand_ins[name] for name, value in originals.items() if value is not missing}
-    defaults = getattr(function, "__defaults__", None)
-    kwdefaults = getattr(function, "__kwdefaults__", None)
-    try:
-        namespace.update(stand_ins)
-        if defaults:
-            function.__defaults__ = tuple(replaced.get(id(value), value) for value in defaults)
-        if kwdefaults:
-            function.__kwdefaults__ = {key: replaced.get(id(value), value) for key, value in kwdefaults.items()}
-        yield
-    finally:
-        for undo in undos:
-            undo()
-        for name, value in originals.items():
-            if value is missing:
-                namespace.pop(name, None)
-            else:
-                namespace[name] = value
-        if defaults:
-            function.__defaults__ = defaults
-        if kwdefaults:
-            function.__kwdefaults__ = kwdefaults
-
-
-def _binding_or_own(stand_in, own):
-    """``stand_in`` for the arguments its parameters take, ``own`` (the student's) for others."""
-    try:
-        signature = inspect.signature(stand_in)
-    except (TypeError, ValueError):
-        return stand_in
-
-    def answer(*args, **kwargs):
-        try:
-            signature.bind(*args, **kwargs)
-        except TypeError:
-            return own(*args, **kwargs)
-        return stand_in(*args, **kwargs)
-    return answer
+    student = as_student(function)
+    yield lambda *args, **kwargs: student.call(args, kwargs, answers)
 
 
 def call_in_memory(function, *args, on, limit_bytes, stand_ins=(), **kwargs):
@@ -298,7 +147,7 @@ def call_in_memory(function, *args, on, limit_bytes, stand_ins=(), **kwargs):
       ``limit_bytes``);
     - a plain function (plain nbgrader kernels, the tests) runs in a forked child that sets
       the same hard limit, at its size after the fork plus ``limit_bytes``, and sends the
-      result back through a pipe as plain data (``wire``); its inputs were in memory before
+      result back through a pipe as plain data (``student.Forked``); its inputs were in memory before
       the fork and do not count.
 
     So choose ``limit_bytes`` to hold the call's inputs (twice: as received and as arrays)
@@ -307,21 +156,17 @@ def call_in_memory(function, *args, on, limit_bytes, stand_ins=(), **kwargs):
     anything). Linux only (it reads /proc/self/status); the cost is one more run of the
     notebook per submission, or one fork per call.
     """
-    from .sandbox import SandboxStopped, StudentFunction  # the engine's sandbox, loaded when used
-
     name = getattr(function, "__name__", "your function")
     limit = f"{limit_bytes / 2 ** 20:.0f} MiB"
     failed = OutOfMemory(f"{name} did not fit in {limit} of memory on {on}: it needs more memory "
                          "at once than the task allows.")
-    if isinstance(function, StudentFunction):
-        try:
-            bounded = function.in_memory(limit_bytes)
-            with _memory_error_as(failed):
-                return call(bounded, *args, on=on, stand_ins=stand_ins, **kwargs)
-        except SandboxStopped as stop:
-            raise OutOfMemory(f"{name} could not be run within {limit} of memory on {on} "
-                              f"({stop.reason}).") from None
-    return _call_forked(function, args, kwargs, on, limit_bytes, failed, stand_ins)
+    try:
+        bounded = as_student(function).in_memory(limit_bytes)
+        with _memory_error_as(failed):
+            return call(bounded, *args, on=on, stand_ins=stand_ins, **kwargs)
+    except Stopped as stop:
+        raise OutOfMemory(f"{name} could not be run within {limit} of memory on {on} "
+                          f"({stop.reason}).") from None
 
 
 class OutOfMemory(CheckFailed):
@@ -347,55 +192,6 @@ def _memory_error_as(failed):
 
 
 _MEMORY = contextvars.ContextVar("memory", default=False)  # inside call_in_memory: MemoryError fails it
-
-
-def _call_forked(function, args, kwargs, on, limit_bytes, failed, stand_ins=()):
-    """``call`` in a forked child whose address space is capped at its size plus ``limit_bytes``."""
-    from . import wire
-
-    reader, writer = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        status = 1
-        try:
-            os.close(reader)
-            size = _address_space()
-            resource.setrlimit(resource.RLIMIT_AS, (size + limit_bytes, size + limit_bytes))
-            try:
-                with _memory_error_as(failed):
-                    message = ("returned", call(function, *args, on=on, stand_ins=stand_ins, **kwargs))
-            except CheckFailed as failure:
-                message = ("out of memory" if isinstance(failure, OutOfMemory) else "failed", str(failure))
-            tree, blobs = wire.encode(message)
-            with os.fdopen(writer, "wb") as stream:
-                wire.send(stream, {"value": tree}, blobs)
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(writer)
-    with os.fdopen(reader, "rb") as stream:
-        try:
-            received = wire.receive(stream)
-        except wire.WireError:
-            received = None
-    os.waitpid(pid, 0)
-    if received is None:  # it died, or ran out of memory while sending its answer
-        raise failed
-    header, blobs = received
-    kind, value = wire.decode(header["value"], blobs)
-    if kind in ("failed", "out of memory"):
-        raise (OutOfMemory if kind == "out of memory" else CheckFailed)(value)
-    return value
-
-
-def _address_space():
-    """This process's address space in bytes (VmSize), once BLAS has its work buffer: the first
-    matrix product reserves it (32 MiB), which must not count against the caller's limit."""
-    square = np.ones((300, 300))
-    square @ square.T
-    del square
-    with open("/proc/self/status") as status:
-        return int(next(line for line in status if line.startswith("VmSize:")).split()[1]) * 1024
 
 
 def _unchanged(value, snapshot):

@@ -552,13 +552,13 @@ CHEATS = [
           on_hidden_calls("return np.zeros(10 * 1024 ** 2)"),
           status=("crashed",), note="malformed message"),
     Cheat("crafted-results",
-          "fake result files and grades wherever it can write, and the runner's wire.send patched "
+          "fake result files and grades wherever it can write, and the runner's protocol.send patched "
           "so that no cell ever reports an error",
           cell('''
             import json
             import os
 
-            import wire  # the sandbox runner's own module, beside the notebook
+            import protocol  # the sandbox runner's own module, beside the notebook
 
             STUDENT = "submitted-cheat-crafted-results"
             POINTS = {"test_softmax": 2, "test_attention": 3, "test_causal_mask": 1,
@@ -582,7 +582,7 @@ CHEATS = [
                         pass
             print(f"[1/1] {STUDENT} scaled_dot_product: graded 10/10")
 
-            _send = wire.send
+            _send = protocol.send
 
 
             def send(stream, header, blobs=()):
@@ -591,9 +591,9 @@ CHEATS = [
                 return _send(stream, header, blobs)
 
 
-            wire.send = send
+            protocol.send = send
           '''),
-          flag="wire", against_visible_checks=True),
+          flag="protocol", against_visible_checks=True),
     Cheat("forged-messages",
           "writes forged protocol messages to the grader's socket: every cell passed, then "
           "answers to calls not yet made",
@@ -602,7 +602,7 @@ CHEATS = [
             import os
             import sys
 
-            import wire
+            import protocol
 
             channel = os.fdopen(os.dup(int(sys.argv[1])), "wb")
             # the runner's request (cell ids and sources) is a live dict; this cell is the one
@@ -612,16 +612,16 @@ CHEATS = [
             mine = next(cell_id for cell_id, source in cells if "forge from " + "here" in source)
             ids = [cell_id for cell_id, _ in cells]
             for cell_id in ids[ids.index(mine):]:
-                wire.send(channel, {"op": "cell", "id": cell_id, "stdout": "", "stderr": "",
+                protocol.send(channel, {"op": "cell", "id": cell_id, "stdout": "", "stderr": "",
                                     "error": None, "seconds": 0.0})
-            wire.send(channel, {"op": "ran", "functions": ["softmax", "scaled_dot_product_attention",
+            protocol.send(channel, {"op": "ran", "functions": ["softmax", "scaled_dot_product_attention",
                                                            "causal_mask", "padding_mask"]})
             for _ in range(100):
-                tree, blobs = wire.encode(np.full(6, 1 / 6))
-                arguments, _ = wire.encode([[], {}], blobs=blobs)
-                wire.send(channel, {"op": "returned", "value": tree, "arguments": arguments}, blobs)
+                tree, blobs = protocol.encode(np.full(6, 1 / 6))
+                arguments, _ = protocol.encode([[], {}], blobs=blobs)
+                protocol.send(channel, {"op": "returned", "value": tree, "arguments": arguments}, blobs)
           '''),
-          status=("graded", "crashed"), flag="wire"),
+          status=("graded", "crashed"), flag="protocol"),
     Cheat("malformed-message",
           "writes a message whose JSON header is nested 200000 deep to the grader's socket",
           cell('''

@@ -3,6 +3,7 @@
 import argparse
 import csv
 import dataclasses
+import os
 import tomllib
 from pathlib import Path
 
@@ -20,7 +21,10 @@ from tests.engine.grading import run_grader
 def test_the_version_covers_what_decides_a_grade_and_nothing_else():
     files = grade.graded_files(COURSE)
     names = {path.name for path in files}
-    assert {"grade.py", "sandbox.py", "sandbox_runner.py", "harness.py", "checking.py", "assignment.py"} <= names
+    assert {"grade.py", "session.py", "loop.py", "protocol.py", "standins.py", "harness.py", "checking.py",
+            "assignment.py"} <= names
+    assert {path.relative_to(grade.ENGINE) for path in files if path.parent.name in ("runner", "sandbox")} >= {
+        Path("runner") / name for name in os.listdir(grade.ENGINE / "runner") if name.endswith(".py")}
     ours = COURSE
     assert set(ours.package_files(ours.checks)) <= set(files)  # the course's checks
     assert set(ours.package_files(ours.references[0])) <= set(files)  # its reference

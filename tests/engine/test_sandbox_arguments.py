@@ -10,7 +10,7 @@ import copy
 
 import numpy as np
 
-from autograder.engine.sandbox import _copy_changes
+from autograder.engine.student import copy_changes as _copy_changes
 from autograder.engine.harness import _unchanged
 
 
@@ -47,8 +47,8 @@ def test_lists_grow_and_unchanged_arguments_stay_unchanged():
     assert _unchanged(same, snapshot)
 
 
-def test_arguments_come_back_by_reference_when_unchanged_and_changes_are_copied():
-    from autograder.engine.sandbox import Sandbox
+def test_arguments_come_back_by_reference_when_unchanged_and_changes_are_copied(monkeypatch):
+    from autograder.engine.sandbox import Sandbox, answers
 
     notebook = ("def keeps(state):\n    return state['a'].sum()\n\n"
                 "def moves(state):\n    b = state.pop('b')\n    state['b'] = b * 0 + 5\n    state['a'] = b\n")
@@ -57,8 +57,8 @@ def test_arguments_come_back_by_reference_when_unchanged_and_changes_are_copied(
         state = {"a": np.zeros(3), "b": np.ones(3)}
         a, b = state["a"], state["b"]
         referenced = []
-        sent_array = sandbox._sent_array
-        sandbox._sent_array = lambda index: referenced.append(index) or sent_array(index)
+        sent_array = answers.Call.array
+        monkeypatch.setattr(answers.Call, "array", lambda call, index: referenced.append(index) or sent_array(call, index))
         assert sandbox.functions["keeps"](state) == 0.0
         assert referenced == [0, 1] and state == {"a": a, "b": b}  # no array travelled back
         referenced.clear()

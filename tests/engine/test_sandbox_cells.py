@@ -142,7 +142,7 @@ def test_a_shell_command_runs_in_the_notebook_s_folders_as_its_user_without_netw
         "%%writefile made_by_python.txt\nfrom python",
         "!cat made_by_python.txt; echo from the shell > made_by_shell.txt; id -u",
         "print(open('made_by_shell.txt').read())",
-        "!ls /sandbox | grep -c sandbox_runner; tail -n +3 /proc/net/dev | cut -d: -f1",
+        "!ls /sandbox | grep -cx runner; tail -n +3 /proc/net/dev | cut -d: -f1",
         f"!ls -A {ROOT}; ls {ROOT / 'autograder' / 'checks'} {ROOT / 'solutions'} 2>&1 | grep -c 'No such file'",
         "!python -c 'import sys; print(sys.prefix == \"%s\")'" % sys.prefix,
         "import os\nprint(os.system('echo from os.system; exit 3') >> 8)",

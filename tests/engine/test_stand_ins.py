@@ -291,9 +291,10 @@ def test_plain_functions_answer_by_identity_and_take_their_own_arguments_to_the_
 
 
 def test_arrays_the_grader_sent_go_back_to_it_by_reference_only_when_unchanged(functions, monkeypatch):
+    from autograder.engine.sandbox.answers import Call
     referenced = []
-    sent_array = Sandbox._sent_array
-    monkeypatch.setattr(Sandbox, "_sent_array", lambda self, index: referenced.append(index) or sent_array(self, index))
+    sent_array = Call.array
+    monkeypatch.setattr(Call, "array", lambda call, index: referenced.append(index) or sent_array(call, index))
     x = np.array([0.0, np.log(3.0)])
     twice = harness.call(functions["answers_its_answer"], x, on="x", stand_ins=(softmax,))
     # x, the first answer, then x again, as an argument after the call

@@ -1,6 +1,6 @@
 """The messages between the grader and a sandboxed notebook: plain data only.
 
-A message is a JSON header followed by binary blobs, each frame preceded by
+The wire: a message is a JSON header followed by binary blobs, each frame preceded by
 its length. Values are None, booleans, numbers, strings, lists, tuples,
 dicts with string keys, NumPy arrays of numbers or booleans (sent as
 ``.npy`` without pickle) and NumPy random generators of the default kind
@@ -10,6 +10,30 @@ that comes back unchanged, may travel as its index instead (`encode`'s
 `refer`, `decode`'s `referenced`). Nothing received is unpickled or executed, and every size
 is capped, so a hostile sender can make a message fail to decode but never
 make the receiver run its code or run out of memory.
+
+The messages: each has an "op" and the fields that `RUNNER` (what the runner sends)
+and `GRADER` (what the grader sends) declare; `read` receives one of the kinds expected
+at that point and gives its fields checked and cleaned (a string where a string is due,
+capped; a number where a number is due, never negative...), or WireError. Both ends read
+with it, so the protocol exists once, here:
+
+  grader -> run {cells: [[id, source]...], cell_timeout, cell_timeouts: {id: s},
+                 stopping_cells, stopped: {function: reason}, places: {id: words},
+                 own_cells, limits: {...}}
+  runner -> shell {argv, stdin, merged, cwd, env}     (while a cell runs: a shell command)
+  grader -> shell {stdout, stderr, status, timed_out} or {refused: why}
+  runner -> cell {id, stdout, stderr, error, result, outputs, seconds, cpu_seconds}  (per cell)
+  runner -> ran {functions, started, imported, cpu_seconds}
+  grader -> call {name, timeout, stand_ins: [names], revive, arguments: [args, kwargs]}
+    while it runs, per call of a stand-in:
+    runner -> stand-in {name, arguments}
+    grader -> answer {value} | raised {error} | unbound {error}
+  runner -> returned {value, arguments, cpu_seconds} | raised {error, cpu_seconds}
+
+An error is {ename, evalue, mro, function, within, place, inputs} (`plain_error`).
+Names of the notebook's functions that the runner reports ("ran") or asks for ("stand-in")
+are never `_`-prefixed: the runner never sends one (`__builtins__` in the hidden checks'
+namespace would replace their builtins), so a message holding one is refused.
 
 This file is also copied into the sandbox, where the runner imports it: it
 must depend only on the standard library and NumPy.
@@ -291,3 +315,128 @@ def _read_exactly(stream, size):
         chunks.append(chunk)
         missing -= len(chunk)
     return b"".join(chunks)
+
+
+# -- messages ------------------------------------------------------------------
+
+def text(value, limit=20_000):
+    """`value` if a string (at most `limit` characters), else ""."""
+    return value[:limit] if isinstance(value, str) else ""
+
+
+def optional_text(value, limit=20_000):
+    return value[:limit] if isinstance(value, str) else None
+
+
+def number(value):
+    """`value` if a number that is not negative, else 0."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else 0.0
+
+
+def identifier(value):
+    """`value` if it names a function that may be the notebook's: an identifier, not `_`-prefixed."""
+    if not (isinstance(value, str) and value.isidentifier() and not value.startswith("_")):
+        raise WireError(f"not a name of the notebook's functions: {str(value)[:100]!r}")
+    return value
+
+
+def _name_or_none(value):
+    return value if isinstance(value, str) and value.isidentifier() else None
+
+
+def function_names(value):
+    """The names of the notebook's functions of a "ran" message: identifiers (others are left out),
+    never `_`-prefixed (WireError: the runner leaves those out)."""
+    if not isinstance(value, list):
+        raise WireError("no list of functions")
+    return [identifier(name) for name in value if isinstance(name, str) and name.isidentifier()]
+
+
+def plain_error(error):
+    """An error as plain data, its fields capped (None for no error)."""
+    if not isinstance(error, dict):
+        return None
+    mro = error.get("mro")
+    return {"ename": text(error.get("ename"), 100) or "Exception", "evalue": text(error.get("evalue"), 2000),
+            "function": _name_or_none(error.get("function")), "within": _name_or_none(error.get("within")),
+            "place": text(error.get("place"), 500) or None, "inputs": text(error.get("inputs"), 500) or None,
+            "mro": [m for m in mro if isinstance(m, str)][:50] if isinstance(mro, list) else []}
+
+
+def _any(value):
+    return value
+
+
+def _flag(value):
+    return bool(value)
+
+
+def _list(value):
+    return value if isinstance(value, list) else []
+
+
+def _dict(value):
+    return value if isinstance(value, dict) else {}
+
+
+def _string(value):
+    if not isinstance(value, str):
+        raise WireError("a string is missing")
+    return value
+
+
+def _positive(value):
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0):
+        raise WireError("a time limit is missing")
+    return float(value)
+
+
+def _names(value):
+    return [name for name in _list(value) if isinstance(name, str)]
+
+
+# What each end sends: op -> {field: its cleaner (raises WireError when it cannot be had)}.
+RUNNER = {
+    "shell": {"argv": _any, "stdin": _any, "merged": _flag, "cwd": _any, "env": _dict},
+    "cell": {"id": _string, "stdout": text, "stderr": text, "error": plain_error,
+             "result": optional_text, "outputs": _list, "seconds": number, "cpu_seconds": number},
+    "ran": {"functions": function_names, "started": number, "imported": number, "cpu_seconds": number},
+    "stand-in": {"name": identifier, "arguments": _any},
+    "returned": {"value": _any, "arguments": _any, "cpu_seconds": number},
+    "raised": {"error": plain_error, "cpu_seconds": number},
+}
+GRADER = {
+    "run": {"cells": _list, "cell_timeout": _positive, "cell_timeouts": _dict, "stopping_cells": _names,
+            "stopped": _dict, "places": _dict, "own_cells": _names, "limits": _dict},
+    "shell": {"stdout": text, "stderr": text, "status": _any, "timed_out": _flag, "refused": optional_text},
+    "call": {"name": _string, "timeout": _positive, "stand_ins": _names, "revive": _flag, "arguments": _any},
+    "answer": {"value": _any},
+    "raised": {"error": plain_error},
+    "unbound": {"error": plain_error},
+}
+
+
+def parse(header, ops, sender):
+    """The message `header` as {"op": op, field: cleaned value...} when its op is one of `ops`
+    among the messages of `sender` (`RUNNER` or `GRADER`); WireError otherwise."""
+    op = header.get("op") if isinstance(header, dict) else None
+    if op not in ops or op not in sender:
+        raise WireError(f"an unexpected message ({str(op)[:40]!r} where {' or '.join(ops)} was due)")
+    return {"op": op, **{field: clean(header.get(field)) for field, clean in sender[op].items()}}
+
+
+def read(stream, ops, sender, max_bytes=MAX_MESSAGE_BYTES):
+    """(message, blobs): the next message, one of `ops` of `sender` (`parse`); None at the end."""
+    received = receive(stream, max_bytes)
+    if received is None:
+        return None
+    header, blobs = received
+    return parse(header, ops, sender), blobs
+
+
+def write(stream, op, sender, blobs=(), **fields):
+    """Send the message `op` of `sender` with `fields` (checked against its declaration)."""
+    unknown = set(fields) - set(sender[op])
+    if unknown:
+        raise WireError(f"{op} has no field {sorted(unknown)[0]!r}")
+    send(stream, {"op": op, **fields}, blobs)

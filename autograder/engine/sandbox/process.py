@@ -1,0 +1,149 @@
+"""The runner's process, and the messages to and from it within the submission's time."""
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from .. import protocol
+from .bwrap import RUNNER, SITE_PACKAGES, runner_folder
+from .bwrap import command as bwrap_command
+from .state import SandboxStopped
+
+GRACE = 5.0  # seconds the grader waits beyond the runner's own alarm before killing it
+
+
+class Process:
+    """The runner of one sandbox, started by `start`; every wait ends by the submission's
+    deadline. `events`: where its stops are recorded."""
+
+    def __init__(self, submission, events, environment):
+        self.submission, self.events, self.environment = submission, events, environment
+        self.folder = self.popen = None
+
+    def start(self):
+        runner = runner_folder()
+        ours, theirs = socket.socketpair()
+        python = str(Path(sys.prefix) / "bin" / "python")
+        s = self.submission
+        if s.isolate:
+            # run as a module, from its bytecode; without `site`, whose .pth files would import the
+            # course's editable finder (our own code, unsandboxed, needs it): the packages' folders
+            command = bwrap_command(runner, s.uid, s.limits, s.files, self.environment, s.hidden) + [
+                python, "-E", "-s", "-S", "-B", "-m", RUNNER, str(theirs.fileno()), *SITE_PACKAGES]
+        else:
+            command = [python, "-E", "-s", "-B", str(runner / RUNNER / "__main__.py"), str(theirs.fileno())]
+            self.folder = Path(tempfile.mkdtemp(prefix="sandbox-"))  # its working folder
+        self.popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, pass_fds=[theirs.fileno()],
+                                      cwd=self.folder or runner, start_new_session=True,
+                                      env=None if s.isolate else {**os.environ, **self.environment})
+        theirs.close()
+        self.socket = ours
+        self.reader = ours.makefile("rb", protocol.STREAM_BUFFER)
+        self.writer = ours.makefile("wb", protocol.STREAM_BUFFER)
+        self.started = time.monotonic()
+        if s.deadline is None:
+            s.deadline = self.started + s.limits.submission_seconds
+        self.output_exceeded = False
+        self.monitor = threading.Thread(target=self._drain_output, daemon=True)
+        self.monitor.start()
+
+    @property
+    def alive(self):
+        return self.popen is not None and self.popen.poll() is None
+
+    def close(self):
+        if self.popen is not None:
+            self._kill()
+            self.monitor.join(timeout=5)
+            for stream in (self.reader, self.writer, self.socket):
+                with contextlib.suppress(OSError):
+                    stream.close()
+            if self.folder:
+                shutil.rmtree(self.folder, ignore_errors=True)
+            self.popen = None
+
+    def _kill(self):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        self.popen.wait()
+
+    def _drain_output(self):
+        """Read what the notebook writes to its own stdout/stderr, killing it past the cap."""
+        total = 0
+        for chunk in iter(lambda: self.popen.stdout.read1(65536), b""):
+            total += len(chunk)
+            if total > self.submission.limits.output_chars and not self.output_exceeded:
+                self.output_exceeded = True
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.popen.pid, signal.SIGKILL)
+
+    def send(self, op, blobs=(), **fields):
+        """Send the message `op` (`protocol.GRADER`)."""
+        if self._unasked():
+            self.stopped("crashed", "the notebook's process sent messages it was not asked for "
+                                    "(forged answers?)")
+        # a notebook that stops reading cannot hold the grader past the deadline
+        self.socket.settimeout(max(self.submission.deadline - time.monotonic(), 0.001))
+        try:
+            protocol.write(self.writer, op, protocol.GRADER, blobs, **fields)
+        except (TimeoutError, socket.timeout):
+            self.out_of_time()
+        except OSError:
+            self.stopped()
+
+    def _unasked(self):
+        """Whether a message is waiting that the grader has not asked for yet."""
+        self.socket.settimeout(0)
+        try:
+            return bool(self.reader.peek(1))
+        except (BlockingIOError, OSError):
+            return False
+
+    def receive(self, ops, seconds, doing):
+        """The next message, one of `ops` (`protocol.RUNNER`), waiting at most `seconds` (and
+        never past the deadline)."""
+        remaining = self.submission.deadline - time.monotonic()
+        if remaining <= 0:
+            self.out_of_time()
+        self.socket.settimeout(min(seconds + GRACE, remaining))
+        try:
+            message = protocol.read(self.reader, ops, protocol.RUNNER)
+        except (TimeoutError, socket.timeout):
+            if seconds + GRACE < remaining:
+                self.stopped("timeout", f"{doing} ran longer than {seconds:g} s and could not be interrupted")
+            self.out_of_time()
+        except ConnectionError:
+            self.stopped()  # the other end is gone: the process died
+        except (protocol.WireError, OSError) as error:
+            self.stopped("crashed", f"the notebook's process sent a malformed message ({error})")
+        if message is None:
+            self.stopped()
+        return message
+
+    def out_of_time(self):
+        self.stopped("timeout", f"the submission used up its {self.submission.limits.submission_seconds:g} s")
+
+    def stopped(self, status=None, reason=None):
+        """Kill the process, record why, raise SandboxStopped."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=0 if status else 2)  # its own exit status, if it ended
+        code = self.popen.returncode
+        self._kill()
+        self.monitor.join(timeout=5)
+        if self.output_exceeded:
+            status = "resource-limit"
+            reason = f"the notebook printed more than {self.submission.limits.output_chars} characters"
+        elif status is None:
+            status, reason = "crashed", ("the notebook's process died while it ran "
+                                         f"(exit status {code}: os._exit, a crash or out of memory)")
+        self.events.append((status, reason))
+        raise SandboxStopped(status, reason)

@@ -1,0 +1,138 @@
+"""The shell broker: a shell command of a cell (`!cmd`, `%%bash`), run by the grader.
+
+The notebook cannot start a process: the grader runs its command in a process and network
+namespace of its own, entered into the notebook's folders (its mount namespace), as the same
+user, with the limits of `Limits.shell_processes` processes, the notebook's memory shared among
+them, and what remains of the cell's time; all its processes end with it. The grader answers
+only while a cell runs: never while a check calls a function.
+"""
+
+import contextlib
+import fcntl
+import os
+import pty
+import re
+import selectors
+import signal
+import struct
+import subprocess
+import termios
+import threading
+import time
+from pathlib import Path
+
+
+def answer(process, request, seconds, cell_seconds):
+    """The fields of the answer to the runner's request to run a shell command: the command
+    runs for at most `seconds` (what remains of the cell's wall-clock time)."""
+    argv, stdin, cwd, env = request["argv"], request["stdin"], request["cwd"], request["env"]
+    if not (isinstance(argv, list) and argv and len(argv) <= 10_000
+            and all(isinstance(part, str) and "\0" not in part for part in argv)
+            and (stdin is None or isinstance(stdin, str)) and isinstance(cwd, str) and cwd.startswith("/")):
+        return {"refused": "a malformed shell command"}
+    env = {name: value for name, value in list(env.items())[:1000]
+           if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(name)) and isinstance(value, str) and "\0" not in value}
+    limits = process.submission.limits
+    if process.submission.isolate:
+        command = _command(process, argv, cwd, env, max(seconds, 0.0), cell_seconds)
+        if command is None:
+            return {"refused": "the notebook's sandbox has ended"}
+        environment, folder = {"PATH": "/usr/bin:/bin"}, None  # nothing of the notebook's in root's tools
+    else:  # our own code (isolate=False): its folder and environment
+        command, environment, folder = argv, {**os.environ, **env}, process.folder
+    out, err, status, timed_out = run(command, stdin, request["merged"], environment, folder,
+                                      max(seconds, 0.0), limits.output_chars)
+    return {"stdout": out, "stderr": err, "status": status, "timed_out": timed_out}
+
+
+def _command(process, argv, cwd, env, seconds, cell_seconds):
+    """The command line that runs `argv` as the notebook's user, in the notebook's folders
+    (entering the mount namespace of the sandbox's first process), in namespaces of its own."""
+    pid = process.popen.pid
+    try:
+        first = int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    limits, uid = process.submission.limits, process.submission.uid
+    processes, memory = limits.shell_processes, limits.memory_bytes // limits.shell_processes
+    cpu = max(1, int(min(seconds, cell_seconds)) + 1)
+    prlimit = ["prlimit", f"--as={memory}", f"--fsize={limits.file_bytes}", "--core=0", f"--cpu={cpu}",
+               f"--nproc={processes + 2}", "--"]
+    # the command's own: where it runs, its environment (the notebook's, never root tools')
+    inner = ["/usr/bin/env", "-i", *(f"{name}={value}" for name, value in env.items()),
+             "/bin/sh", "-c", 'cd -- "$0" && exec "$@"', cwd, *argv]
+    unshare = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--net", "--ipc", "--uts", "--"]
+    if os.geteuid() == 0:
+        # the notebook's processes count too (RLIMIT_NPROC counts the user's): its runner and
+        # that of a sandbox for memory checks
+        return ["nsenter", f"--target={first}", "--mount", "--", *unshare, *prlimit,
+                "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+                "--bounding-set=-all", "--no-new-privs", "--", *inner]
+    return ["nsenter", f"--target={first}", "--user", "--mount", "--preserve-credentials", "--", *unshare,
+            *prlimit, "setpriv", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", *inner]
+
+
+def run(command, stdin, merged, environment, folder, seconds, max_chars):
+    """(stdout, stderr, exit status, timed out) of `command`, stopped (its process group killed)
+    after `seconds` or `max_chars` characters. `merged`: stdout and stderr are one terminal (as
+    a kernel's `!cmd`, whose lines end in \\r\\n), else two pipes, `stdin` written to the command."""
+    if merged:
+        reader, terminal = pty.openpty()
+        fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))  # pexpect's size
+        streams = {"stdin": terminal, "stdout": terminal, "stderr": terminal}
+    else:
+        streams = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    try:
+        process = subprocess.Popen(command, env=environment, cwd=folder, start_new_session=True, **streams)
+    except OSError as error:
+        if merged:
+            os.close(reader), os.close(terminal)
+        return "", f"{error}\n", 127, False
+    selector = selectors.DefaultSelector()
+    if merged:
+        os.close(terminal)
+        selector.register(reader, selectors.EVENT_READ, "stdout")
+    else:
+        for name in ("stdout", "stderr"):
+            selector.register(getattr(process, name).fileno(), selectors.EVENT_READ, name)
+        threading.Thread(target=_feed, args=(process.stdin, (stdin or "").encode()), daemon=True).start()
+    texts, timed_out = _read(selector, time.monotonic() + seconds, max_chars)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)  # its namespace's first process: all of them end
+    process.wait()
+    selector.close()
+    if merged:
+        os.close(reader)
+    else:
+        for stream in (process.stdout, process.stderr):
+            stream.close()
+    status = process.returncode
+    status = -(status - 128) if status > 128 else status  # killed by a signal: IPython's -signal
+    text = {name: b"".join(chunks).decode("utf-8", "replace")[:max_chars] for name, chunks in texts.items()}
+    return text.get("stdout", ""), text.get("stderr", ""), status, timed_out
+
+
+def _read(selector, ends, max_chars):
+    """({stream's name: chunks read}, timed out) until the streams end, `ends` or `max_chars`."""
+    texts, total = {}, 0
+    while selector.get_map():
+        remaining = ends - time.monotonic()
+        if remaining <= 0 or total > max_chars:
+            return texts, remaining <= 0
+        for key, _ in selector.select(remaining):
+            try:
+                chunk = os.read(key.fd, 65536)
+            except OSError:  # a terminal whose last writer has gone
+                chunk = b""
+            if not chunk:
+                selector.unregister(key.fd)
+                continue
+            texts.setdefault(key.data, []).append(chunk)
+            total += len(chunk)
+    return texts, False
+
+
+def _feed(stream, data):
+    with contextlib.suppress(OSError):
+        stream.write(data)
+        stream.close()
