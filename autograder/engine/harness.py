@@ -4,12 +4,8 @@ Whatever the function does wrong (raises, warns, prints to stderr, modifies
 its input), the check ends in one `CheckFailed` sentence, never in a traceback
 that would show hidden test code in the feedback.
 
-Feedback never guesses: every value a check judges goes through ``compare``,
-the one loop "compare with the reference, then the known mistakes". A known mistake is a pair (what the reference gives with that
-one step changed, what is wrong); it is named only when it alone reproduces the
-student's value; otherwise the message shows the expected and the actual values
-and a hint that says what is right, never why it is wrong. Properties (shapes,
-NaN, masked weights: ``check_weights``) are stated as facts.
+What the function gave is judged by the checks' case tables (``cases``), whose
+every value goes through ``checking.check_close``.
 
 Memory is measured where the student's code cannot reach it: ``call_in_memory``
 runs a function under a hard cap on its process's address space, set before the
@@ -27,7 +23,7 @@ import warnings
 import numpy as np
 
 from . import standins
-from .checking import CheckFailed, check, check_close, close, named_cause
+from .checking import CheckFailed
 from .standins import answered, answering  # noqa: F401 (the checks' and the grader's)
 from .student import Stopped, as_student
 
@@ -206,60 +202,3 @@ def _unchanged(value, snapshot):
         return (type(value) is type(snapshot) and len(value) == len(snapshot)
                 and all(_unchanged(a, b) for a, b in zip(value, snapshot)))
     return True  # numbers, strings, None: immutable
-
-
-def quietly(compute):
-    """``compute()``, or None when it raises; warnings and printing silenced.
-
-    For probing a student's function (did their earlier task work?), not for
-    grading it: use ``call`` for that.
-    """
-    with warnings.catch_warnings(), np.errstate(all="ignore"), \
-            contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        warnings.simplefilter("ignore")
-        try:
-            return compute()
-        except Exception:  # a broken probe just means "not working"
-            return None
-
-
-def compare(actual, expected, name, mistakes=(), hint=""):
-    """The loop of every hidden check: compare with the reference, then try the known mistakes.
-
-    ``actual`` is right when it equals ``expected`` (the reference's value, the student's other
-    graded functions standing in: `call`). Otherwise the check fails: with the mistake of
-    ``mistakes`` (pairs (what that mistake alone gives, what is wrong), or a function returning
-    them) whose value ``actual`` equals, when exactly one does; else with the expected values and
-    ``actual``, and ``hint`` (a string, or a function returning one), which says what is right and
-    names no cause.
-    """
-    if close(actual, expected):
-        return
-    check_close(actual, expected, name, hint() if callable(hint) else hint,
-                mistakes() if callable(mistakes) else mistakes)
-
-
-def diagnose(actual, mistakes, where):
-    """Fail naming the mistake of ``mistakes`` (pairs (what it alone gives, what is wrong))
-    that gives ``actual``, when exactly one does; do nothing otherwise."""
-    cause = named_cause(actual, None, mistakes)
-    if cause is not None:
-        raise CheckFailed(f"{where}{cause}.", cause=cause)
-
-
-def check_weights(weights, allowed, name, keys="keys", row="a query", axis=-1):
-    """What every softmax over ``keys`` (along ``axis``) gives, whatever its scores: finite
-    weights, 0 where ``allowed`` (the mask broadcast to the weights' shape) is False, all 0
-    for ``row`` with no allowed key. Facts, not causes: shared by the checks,
-    which try the known mistakes before and compare the values after."""
-    empty = np.broadcast_to(~allowed.any(axis=axis, keepdims=True), allowed.shape)
-    check(np.all(np.isfinite(weights)),
-          f"{name} contain NaN or inf: "
-          + (f"{row} whose {keys} are all masked must get all-zero weights."
-             if empty.any() else "the softmax of finite scores, even of about 1e4, is finite."))
-    check(np.allclose(weights[empty], 0.0),
-          f"{name}: {row} whose {keys} are all masked must get all-zero weights; "
-          f"the largest is {np.max(np.abs(weights[empty]), initial=0):.3g}.")
-    check(np.allclose(weights[~allowed], 0.0),
-          f"{name}: masked {keys} must get weight 0, but some get up to "
-          f"{np.max(np.abs(weights[~allowed]), initial=0):.3g}.")
