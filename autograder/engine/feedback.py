@@ -14,10 +14,11 @@ from . import deadlines, tasks
 from .assignment import grade_id
 from .messages import failure_message
 from .report import CODE, _page, _score, number
+from .results import GRADER_ERROR
 
 
 def render(course, graded):
-    """(page, {notebook: page}) of one graded submission (a grade.Graded): the student's page, and
+    """(page, {notebook: page}) of one graded submission (a results.Graded): the student's page, and
     an nbgrader assignment's page per notebook."""
     if graded.notebooks is not None:
         pages = {name: feedback_html(course, page, cells, outputs)
@@ -185,8 +186,12 @@ def notebooks_html(course, result, notebooks):
 
 
 def not_graded_html(course, result, reason):
+    """The page of a submission that was not graded: why, and whose fault it was (a `grader error`
+    is the grader's own: the student is told so, the traceback is the instructor's)."""
+    after = ("This is not your fault: the grader itself failed, and your instructor has its report."
+             if result.status == GRADER_ERROR else "Ask your instructor if you believe this is a mistake.")
     return _page(f"{result.assignment}: {result.student_id}", (
         f"<h1>{html.escape(result.assignment)}: {html.escape(result.student_id)}</h1>{DEADLINE_SLOT}"
         f"<p>Your submission was not graded (<b>{html.escape(result.status)}</b>): "
-        f"{html.escape(reason)}.</p><p>Score: 0 / {number(result.max_score)}. Ask your instructor "
-        "if you believe this is a mistake.</p>" + _checks_table(course, result)))
+        f"{html.escape(reason)}.</p><p>Score: 0 / {number(result.max_score)}. {after}</p>"
+        + _checks_table(course, result)))

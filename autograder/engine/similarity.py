@@ -65,7 +65,7 @@ from pygments import token as tokens_
 from pygments.lexers import PythonLexer
 
 from . import assignment as assignments_
-from . import report, results
+from . import report, reports, results
 
 K = 10  # tokens per K-gram: shorter shared passages are noise (a call, a return)
 W = 6  # window: a shared passage of K + W - 1 = 15 tokens (about a line) is always found
@@ -310,7 +310,7 @@ def run(course, out, name, threshold=THRESHOLD):
     results.write_atomic(folder / f"{name}-sources.csv", _sources_csv(found))
     results.write_atomic(folder / f"{name}.html",
                          _html(name, pairs, left_out + notes, len(codes), threshold, found))
-    results.write_reports(course, out)  # the summary links to the report
+    reports.write_reports(course, out)  # the summary links to the report
     return pairs, left_out
 
 
