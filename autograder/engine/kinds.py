@@ -120,6 +120,12 @@ def _read(path, missing):
         raise NotGradable("unreadable", str(error)) from None
 
 
+def _flagged(course, released, cells):
+    """What the code `cells` that are not as `released` do to the grading (`flags`)."""
+    released = {cell.source for cell in released}
+    return flags(course, [cell.source for cell in cells if cell.cell_type == "code" and cell.source not in released])
+
+
 def _seconds(seconds):
     return {phase: round(s, 4) for phase, s in seconds.items()}
 
@@ -160,6 +166,10 @@ class CourseAssignment(Assignment):
     def checks_of(self, unit, reason):
         return [Check(t.grade_id, 0.0, t.points, f"not graded: {reason}") for t in self.spec.tests]
 
+    def released_cells(self):
+        """The cells of the released notebook."""
+        return list(self.spec.cells)
+
     def read(self, unit, path):
         return _read(path, "no notebook was handed in"), []
 
@@ -167,9 +177,7 @@ class CourseAssignment(Assignment):
         return assignments_.fit(self.spec, notebook)
 
     def flagged(self, unit, notebook, cells):
-        released = {cell.source for cell in self.spec.cells}
-        return flags(self.course, [cell.source for cell in notebook.cells
-                                   if cell.cell_type == "code" and cell.source not in released])
+        return _flagged(self.course, self.spec.cells, notebook.cells)
 
     def own_code(self, unit, cells):
         return assignments_.own_code(self.spec, cells)
@@ -226,6 +234,10 @@ class NbgraderAssignment(Assignment):
         return [Check(cell_id, 0.0, points, f"not graded: {reason}", self.spec.label(unit))
                 for cell_id, points in unit.points.items()]
 
+    def released_cells(self):
+        """The cells of every notebook, as generate_assignment releases them."""
+        return [cell for notebook in self.units for cell in notebook.cells]
+
     def read(self, unit, path):
         notebook = _read(path, f"{unit.name}.ipynb was not handed in")
         language, note = nbgrader_course.kernel(unit, notebook)
@@ -238,9 +250,7 @@ class NbgraderAssignment(Assignment):
         return nbgrader_course.sanitize(self.root, unit, notebook)
 
     def flagged(self, unit, notebook, cells):
-        released = {cell.source for cell in unit.cells}
-        return flags(self.course, [cell.source for cell in cells
-                                   if cell.cell_type == "code" and cell.source not in released])
+        return _flagged(self.course, unit.cells, cells)
 
     def own_code(self, unit, cells):
         return [[nbgrader_course.nbgrader_meta(cell).get("grade_id"), cell.source] for cell in cells
