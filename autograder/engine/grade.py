@@ -218,7 +218,7 @@ def _seed(key, fingerprint):
 def graded_files(course, engine=None):
     """The files whose contents decide a grade of `course`, no hand-kept list: every file of the
     engine package `engine` (its caches aside) and the course's graded material
-    (`kinds.Kind.graded_material`: settings, checks, references, notebooks, the reference's times)."""
+    (`kinds.CourseFile.graded_material`: settings, checks, references, notebooks, the reference's times)."""
     return [*source_files(engine or ENGINE), *kinds.kind(course).graded_material()]
 
 

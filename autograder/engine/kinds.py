@@ -1,6 +1,7 @@
 """The two kinds of course the engine grades, behind one interface: a course file's
-(`CourseFile`: one notebook per assignment, hidden checks run in the grader) and an nbgrader
-course (`Nbgrader`: as `nbgrader autograde` grades it, every notebook of an assignment, its test
+(`CourseFile`, `CourseAssignment`: one notebook per assignment, hidden checks run in the
+grader) and an nbgrader
+course (`Nbgrader`, `NbgraderAssignment`: as `nbgrader autograde` grades it, every notebook of an assignment, its test
 cells run in the sandbox).
 
 `grade` drives one pipeline for both: read → fit → run → check → judge → save. Each step it
@@ -14,7 +15,7 @@ asks of the assignment's kind (`kind(course).assignment(name)`):
 - `judge(submission, fingerprint, runs)`: the submission's Graded, from its notebooks' Runs;
 - `not_graded(...)`: the Graded of a submission that nothing of could be graded.
 
-And per batch, of the course (`Kind`): where its submissions are (`batch_folder`), what to
+And per batch, of the course (`kind(course)`): where its submissions are (`batch_folder`), what to
 load before workers fork (`prepare`), and what `nbgrader autograde` leaves beside the results
 (`keeps`, `write_beside`, `finish`), which a course file's kind does not write.
 """
@@ -22,6 +23,8 @@ load before workers fork (`prepare`), and what `nbgrader autograde` leaves besid
 import functools
 import time
 from dataclasses import dataclass, field
+
+import nbformat
 
 from . import assignment as assignments_
 from . import nbgrader_course, sandboxes, tasks
@@ -88,8 +91,6 @@ def run_notebook(kind, unit, path, submission, secret, limits):
 
 def read_notebook(path):
     """The notebook at `path`, validated; ValueError with one sentence if it is not one."""
-    import nbformat
-
     try:
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
             raise ValueError(f"larger than {MAX_NOTEBOOK_BYTES} bytes")
@@ -297,7 +298,7 @@ class NbgraderAssignment(Assignment):
 
 # -- the kinds of course -------------------------------------------------------------------
 
-class Kind:
+class CourseFile:
     """A course file's course: its batch is a folder of submissions (or a course folder with a
     `submitted/` one), and nothing but the results is written."""
 
@@ -345,7 +346,7 @@ class Kind:
         return [*settings, *code, *sorted(course.exercises.glob("*.ipynb")), *source_files(course.source)]
 
 
-class Nbgrader(Kind):
+class Nbgrader(CourseFile):
     """An nbgrader course: its submissions are where its CourseDirectory says, and graded in place
     it gets what `nbgrader autograde` writes (autograded/ and the gradebook)."""
 
@@ -399,5 +400,6 @@ class Nbgrader(Kind):
 
 
 def kind(course):
-    """The Kind of `course`: how its batches are found and its assignments graded."""
-    return Nbgrader(course) if course.nbgrader else Kind(course)
+    """The kind of `course` (CourseFile or Nbgrader): how its batches are found and its assignments
+    graded. The one place that asks which kind a course is."""
+    return Nbgrader(course) if course.nbgrader else CourseFile(course)
