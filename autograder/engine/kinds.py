@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import nbformat
 
 from . import assignment as assignments_
-from . import nbgrader_course, sandboxes, tasks
+from . import export, nbgrader_course, sandboxes, tasks
 from .collect import MAX_NOTEBOOK_BYTES, SUBMITTED, problem_of
 from .course import source_files
 from .flags import flags
@@ -379,8 +379,6 @@ class Nbgrader(CourseFile):
         `nbgrader autograde` leaves it (export.to_nbgrader): the formgrader, `nbgrader
         generate_feedback` and `nbgrader export` carry on from there. Not for a shard: shards would
         replace each other's gradebook, which comes after `merge`."""
-        from . import export
-
         root = self.course.root
         if not autograded:
             return
