@@ -40,12 +40,9 @@ from pathlib import Path
 from . import deadlines, feedback, kinds, progress
 from .collect import FLAT, LMS_PATTERN, NBGRADER, Submission, collect, notebooks, problem_of, refused_rows, unpack
 from .course import ENGINE, assignments, source_files
-from .hidden import run_test  # noqa: F401 (the hidden checks' step, where it always was)
-from .kinds import read_notebook  # noqa: F401 (the read step, where it always was)
 from .reports import write_reports
-from .results import GRADER_ERROR, STATUSES, Graded, Result, earlier_result, result_path, save, write_atomic  # noqa: F401
+from .results import GRADER_ERROR, Graded, Result, earlier_result, result_path, save, write_atomic
 from .sandbox import Limits, check_available
-from .sandboxes import sandbox_for  # noqa: F401 (validate's sandbox, where it always was)
 
 MISSING = ("missing", "no notebook was handed in")
 GRADER_FAILED = ("the grader failed on it, which is not your fault: your instructor has its report "
