@@ -27,7 +27,7 @@ if __package__ in (None, ""):  # run as a file: make the repository importable
 import inspect  # noqa: E402
 import textwrap  # noqa: E402
 
-from autograder.engine import results, similarity  # noqa: E402
+from autograder.engine import reports, results, similarity  # noqa: E402
 from autograder.samples.submissions import COURSE, SLUG, implementations  # noqa: E402
 from autograder.samples.planted_class import CLASS, notebook, write_class  # noqa: E402
 
@@ -52,7 +52,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="similarity-") as folder:
         out = Path(folder)
         write_class(out, make_class(args.students))
-        results.write_reports(COURSE, out)  # the summary as `grade` leaves it
+        reports.write_reports(COURSE, out)  # the summary as `grade` leaves it
 
         started = time.perf_counter()
         given = similarity.boilerplate(COURSE, SLUG)

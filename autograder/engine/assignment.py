@@ -91,16 +91,6 @@ def load(course, name):
     return Assignment(name, tuple(released.cells), tests, solutions)
 
 
-def released_cells(course, name):
-    """The cells of the released notebook(s) of the assignment `name`: for an nbgrader course,
-    those of every notebook, as generate_assignment releases them."""
-    if course.nbgrader:
-        from . import nbgrader_course
-        spec = nbgrader_course.load(course.root, name)
-        return [cell for notebook in spec.notebooks for cell in notebook.cells]
-    return list(load(course, name).cells)
-
-
 def fit(assignment, notebook):
     """(cells to grade, problems): the student's notebook with the course's cells as released.
 

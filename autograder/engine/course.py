@@ -31,6 +31,16 @@ ENGINE = Path(__file__).resolve().parent
 ENGINE_PACKAGE = __name__.partition(".")[0]
 
 
+# What a folder may hold that is no one's source: caches and build records (never a grade's).
+NOT_SOURCE = ("__pycache__", ".ipynb_checkpoints", ".pytest_cache")
+
+
+def source_files(folder):
+    """Every file under `folder`, sorted, but caches and build records (NOT_SOURCE, *.pyc, *.egg-info)."""
+    return sorted(path for path in Path(folder).rglob("*") if path.is_file() and path.suffix not in (".pyc", ".pyo")
+                  and not any(part in NOT_SOURCE or part.endswith(".egg-info") for part in path.parts))
+
+
 class CourseError(ValueError):
     """The course file is missing, incomplete or has a key it does not know."""
 

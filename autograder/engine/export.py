@@ -54,6 +54,7 @@ from pathlib import Path
 from . import deadlines, nbgrader_course
 from .course import assignments, make_course_dir, nbgrader
 from .report import number, plural, spreadsheet_safe
+from .results import load_results
 
 MATCH_COLUMNS = {"canvas": "SIS Login ID", "moodle": "email", "blackboard": "Username"}
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Integration ID", "Root Account", "Section"]
@@ -324,7 +325,6 @@ def to_nbgrader(course, out, output, scores, names):
 def _write_gradebook(course, out, output, scores, names):
     from nbgrader.api import Gradebook, MissingEntry
 
-    from .results import load_results
 
     url = f"sqlite:///{output}"
     _generate(course, names, url)

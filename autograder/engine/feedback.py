@@ -14,13 +14,14 @@ from . import deadlines, tasks
 from .assignment import grade_id
 from .messages import failure_message
 from .report import CODE, _page, _score, number
+from .results import GRADER_ERROR
 
 
 def render(course, graded):
-    """(page, {notebook: page}) of one graded submission (a grade.Graded): the student's page, and
+    """(page, {notebook: page}) of one graded submission (a results.Graded): the student's page, and
     an nbgrader assignment's page per notebook."""
     if graded.notebooks is not None:
-        pages = {name: feedback_html(course, page, cells, outputs)
+        pages = {name: feedback_html(course, page, cells, outputs, every_cell=True)
                  for name, (page, cells, outputs) in graded.notebooks.items()}
         return notebooks_html(course, graded.result, list(pages)), pages
     if graded.cells is None:
@@ -85,7 +86,7 @@ def _notes(result):
     return f"<p class='note'>What happened while grading (status <b>{result.status}</b>):</p><ul>{items}</ul>"
 
 
-def feedback_html(course, result, cells, outputs):
+def feedback_html(course, result, cells, outputs, every_cell=False):
     """The student's page: points and reasons per check, then the notebook as it was graded.
 
     `cells` are the graded notebook's cells (check cells as released: the
@@ -93,8 +94,9 @@ def feedback_html(course, result, cells, outputs):
     Of the notebook it shows the student's cells (answers and their own cells) with
     their outputs, and each check cell's result under its task's title: the course's
     cells (text, helpers, given code, the check cells' code) are the released
-    notebook's, which the student has; only a course cell that failed shows, by its error. (An
-    nbgrader course's page shows every cell, test cells too, as nbgrader's feedback does.)
+    notebook's, which the student has; only a course cell that failed shows, by its error. With
+    `every_cell` (an nbgrader notebook's page), every cell shows, test cells too, as nbgrader's
+    feedback does.
     """
     # a student's HTML stays text, and no image is fetched from anywhere (the CSP forbids it too)
     markdown = MarkdownIt("commonmark", {"html": False}).enable("table").disable("image")
@@ -104,7 +106,7 @@ def feedback_html(course, result, cells, outputs):
              _checks_table(course, result), _notes(result), "<h2>Your notebook, as graded</h2>"]
     titles = tasks.titles(course, result.assignment)
     for index, cell in enumerate(cells):
-        course_cell = not course.nbgrader and _is_course_cell(cell)  # nbgrader shows its tests: so do we
+        course_cell = not every_cell and _is_course_cell(cell)
         output = outputs.get(str(index)) or {}
         if cell.cell_type == "markdown":
             if not course_cell:
@@ -185,8 +187,12 @@ def notebooks_html(course, result, notebooks):
 
 
 def not_graded_html(course, result, reason):
+    """The page of a submission that was not graded: why, and whose fault it was (a `grader error`
+    is the grader's own: the student is told so, the traceback is the instructor's)."""
+    after = ("This is not your fault: the grader itself failed, and your instructor has its report."
+             if result.status == GRADER_ERROR else "Ask your instructor if you believe this is a mistake.")
     return _page(f"{result.assignment}: {result.student_id}", (
         f"<h1>{html.escape(result.assignment)}: {html.escape(result.student_id)}</h1>{DEADLINE_SLOT}"
         f"<p>Your submission was not graded (<b>{html.escape(result.status)}</b>): "
-        f"{html.escape(reason)}.</p><p>Score: 0 / {number(result.max_score)}. Ask your instructor "
-        "if you believe this is a mistake.</p>" + _checks_table(course, result)))
+        f"{html.escape(reason)}.</p><p>Score: 0 / {number(result.max_score)}. {after}</p>"
+        + _checks_table(course, result)))

@@ -1,18 +1,18 @@
-"""What grading produces, as data, and where it is kept: a Result per student and assignment, with
-a Check per check cell, in OUT/results/<student>/<assignment>.json, each written atomically with
-its feedback page; and the reports rebuilt from every result in OUT (grades.csv, details.csv,
-summary.html), also when `merge` combines the OUT folders of shards. Grading (`grade`) makes the
-results; this module keeps them; `report`, `feedback` and `summary` render them.
+"""What grading produces, as typed data, and where it is kept: a Graded per submission (its Result,
+with a Check per check cell, and what its feedback page shows), the Result kept in
+OUT/results/<student>/<assignment>.json, each written atomically with its feedback page.
+
+Grading (`grade`) makes the results; this module keeps them and renders nothing: `reports`
+rebuilds grades.csv, details.csv and summary.html from every result in OUT (and `merge`
+combines shards), `feedback`, `report` and `summary` render.
 """
 
 import json
 import os
-import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import deadlines, feedback, report, summary
 from .collect import Layout
 from .course import assignments
 
@@ -20,6 +20,22 @@ from .course import assignments
 # page per notebook
 FEEDBACK = Layout("{student_id}/{assignment}.html")
 NOTEBOOK_FEEDBACK = Layout("{student_id}/{assignment}/{notebook}.html")
+
+
+# A submission's status: `graded`, or the worst thing that happened to it (the first of these).
+# `grader error` is the grader's own failure (not the student's: their page says so); `crashed`
+# is the student's process dying.
+STATUSES = ["missing", "link", "not-a-file", "too-large", "unreadable", "unsupported-kernel", "grader error",
+            "crashed", "timeout", "resource-limit", "invalid-structure", "graded"]
+GRADER_ERROR = "grader error"
+# Whose fault a lost point is: the student's (their code), or the grader's (its own code failed:
+# the course's checks, or the engine). A check that lost nothing has no fault ('').
+STUDENT, GRADER = "student", "grader"
+
+
+def worst(statuses):
+    """The status of a submission to which all of `statuses` happened (`graded` if none)."""
+    return min(statuses, key=STATUSES.index, default="graded")
 
 
 @dataclass
@@ -30,6 +46,9 @@ class Check:
     message: str = ""
     notebook: str = ""      # its notebook, in an nbgrader assignment ('' in a course file's)
     manual: bool = False    # left for a person (nbgrader's "needs manual grading"): 0 autograded points
+    cause: str = ""         # the known mistake the message names ('' when it names none)
+    fault: str = ""         # whose fault the lost points are: STUDENT or GRADER ('' if none lost)
+    trace: str = ""         # GRADER: the traceback of the grader's failure, for the instructor only
 
     @property
     def label(self):
@@ -50,6 +69,7 @@ class Result:
     submitted_at: str = ""  # as the LMS export or nbgrader's timestamp.txt says ('' if unknown)
     code: list = field(default_factory=list)  # [grade_id or None, source] of the student's own code cells
     notebooks: list = field(default_factory=list)  # an nbgrader assignment's notebooks: a page each
+    errors: list = field(default_factory=list)  # tracebacks of the grader's own failures, for the instructor
 
     @property
     def score(self):
@@ -66,6 +86,21 @@ class Result:
     def from_json(cls, text):
         data = json.loads(text)
         return cls(**{**data, "checks": [Check(**c) for c in data["checks"]]})
+
+    @property
+    def grader_errors(self):
+        """The grader's failures on this submission, with their tracebacks: for the instructor."""
+        return [*self.errors, *(f"{c.label}: {c.trace}" for c in self.checks if c.trace)]
+
+
+@dataclass
+class Graded:
+    """What grading one submission gives, as data: its Result, and what its feedback shows."""
+    result: Result
+    cells: list = None      # the graded notebook's cells (a course file's assignment) ...
+    outputs: dict = None    # ... and the sandbox's output per cell
+    notebooks: dict = None  # an nbgrader assignment's: {notebook: (its Result, cells, outputs)}
+    reason: str = ""        # why it was not graded
 
 
 def save(out, result, page, pages=None):
@@ -121,43 +156,6 @@ def load_results(course, out):
         except (ValueError, TypeError, KeyError):
             continue  # not ours
     return sorted(results, key=lambda r: (r.student_id, order.get(r.assignment, len(order))))
-
-
-def write_reports(course, out):
-    """grades.csv, details.csv and summary.html from every result in OUT."""
-    results, policy = load_results(course, out), deadlines.load(out)
-    write_atomic(out / "grades.csv", report.grades_csv(results, policy))
-    write_atomic(out / "details.csv", report.details_csv(results))
-    similarity = {path.stem for path in (out / "similarity").glob("*.html")}  # `similarity` wrote them
-    write_atomic(out / "summary.html", summary.summary_html(course, results, policy, similarity))
-    for result in results:  # what the deadline did, on the student's page
-        page = feedback_path(out, result.student_id, result.assignment)
-        try:
-            text = page.read_text(encoding="utf-8")
-        except OSError:
-            continue
-        updated = feedback.with_deadline(text, result, policy)
-        if updated != text:
-            write_atomic(page, updated)
-
-
-def merge(course, outs, out):
-    """Combine the OUT folders of shards into `out` and rebuild its reports."""
-    out = Path(out)
-    policies = [policy for policy in map(deadlines.load, outs) if policy]
-    if any(policy != policies[0] for policy in policies):
-        raise ValueError("the shards were graded with different deadlines (their deadlines.json differ)")
-    out.mkdir(parents=True, exist_ok=True)
-    deadlines.save(out, policies[0] if policies else None)
-    for source in map(Path, outs):
-        for folder in ("feedback", "results"):
-            for path in sorted((source / folder).rglob("*")):
-                if path.is_file() and not path.is_symlink():
-                    target = out / folder / path.relative_to(source / folder)
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(path, target)
-    write_reports(course, out)
-    return load_results(course, out)
 
 
 def write_atomic(path, text, durable=True):

@@ -64,8 +64,7 @@ from pathlib import Path
 from pygments import token as tokens_
 from pygments.lexers import PythonLexer
 
-from . import assignment as assignments_
-from . import report, results
+from . import kinds, report, reports, results
 
 K = 10  # tokens per K-gram: shorter shared passages are noise (a call, a return)
 W = 6  # window: a shared passage of K + W - 1 = 15 tokens (about a line) is always found
@@ -194,7 +193,7 @@ def boilerplate(course, name):
     """(lines, hashes) of the released notebook of `name`: its stripped lines of code and every
     K-gram hash of its code cells."""
     lines, hashes = set(), set()
-    for cell in assignments_.released_cells(course, name):
+    for cell in kinds.kind(course).assignment(name).released_cells():
         if cell.cell_type == "code":
             lines.update(line.strip() for line in cell.source.splitlines() if line.strip())
             hashes.update(kgram_hashes([text for text, _ in normalised_tokens(cell.source)]))
@@ -310,7 +309,7 @@ def run(course, out, name, threshold=THRESHOLD):
     results.write_atomic(folder / f"{name}-sources.csv", _sources_csv(found))
     results.write_atomic(folder / f"{name}.html",
                          _html(name, pairs, left_out + notes, len(codes), threshold, found))
-    results.write_reports(course, out)  # the summary links to the report
+    reports.write_reports(course, out)  # the summary links to the report
     return pairs, left_out
 
 

@@ -122,9 +122,9 @@ SECTION = re.compile(r"^\(([A-Za-z0-9_-]+)\)=\s*\n+#{1,6}\s+(.+?)\s*$", re.MULTI
 def section_name(course, name, check):
     """The chapter section that explains `check`, in words: “chapter”, section “section” (the
     chapter's own title alone for its first label), or '' without a chapter."""
-    headings = {} if course.nbgrader else _headings(course, name)
+    headings = _headings(course, name)
     chapter = headings.get(None)
-    if not chapter:  # an nbgrader course, or no chapter: nothing to name
+    if not chapter:  # no chapter (an nbgrader course has none): nothing to name
         return ""
     section = headings.get(section_label(course, name, check), "")
     return f"“{chapter}”" + (f", section “{section}”" if section and section != chapter else "")

@@ -18,8 +18,10 @@ import dataclasses
 from . import assignment as assignments_
 from . import tasks
 from .course import assignments
-from .grade import read_notebook, run_test, sandbox_for
+from .hidden import notebook_names, run_test
+from .kinds import read_notebook
 from .messages import failure_message
+from .sandboxes import on_task, sandbox_for
 from .sandbox import Limits, SandboxStopped, SandboxUnavailable, check_available
 
 
@@ -73,8 +75,9 @@ def validate(course, path, name=None, limits=Limits()):
 
 def _broken_rule(course, name, test, visible, sandbox):
     """The grader's message when `test`'s resource rules fail on the student's functions of
-    `sandbox`, or None when they hold: the grader's own step (`grade.run_test`) with the rules
+    `sandbox`, or None when they hold: the grader's own step (`hidden.run_test`) with the rules
     as the only hidden checks and no secret."""
-    sandbox.task = tasks.titles(course, name).get(test.grade_id)  # for its messages
-    check = run_test(dataclasses.replace(test, hidden=test.rules), visible, sandbox, None)
+    on_task(sandbox, tasks.titles(course, name).get(test.grade_id))  # for its messages
+    check = run_test(dataclasses.replace(test, hidden=test.rules), visible, sandbox, None, (),
+                     notebook_names(assignments_.load(course, name).cells))
     return check.message if check.score < check.max_score else None

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine import grade, results
+from autograder.engine import grade, results, sandboxes
 from autograder.engine.sandbox import Limits
 from tests.support import COURSE, ROOT
 from tests.engine import adversarial
@@ -195,7 +195,7 @@ def _files(place, depth):
 
 def _by_a_sandbox(path):
     try:
-        return path.lstat().st_uid in range(grade.BASE_UID, grade.BASE_UID + 64)
+        return path.lstat().st_uid in range(sandboxes.BASE_UID, sandboxes.BASE_UID + 64)
     except OSError:
         return False
 

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from autograder.engine import deadlines, results
+from autograder.engine import deadlines, reports
 from tests.support import COURSE
 from autograder.samples.submissions import SLUG, implementations, submission, write
 from tests.engine.grading import max_score, run_grader
@@ -131,7 +131,7 @@ def test_summary_shows_who_was_late_and_by_how_much(late_batch):
 def test_shards_keep_the_deadline_when_merged(late_batch, tmp_path):
     out, _ = late_batch
     merged = tmp_path / "merged"
-    results.merge(COURSE, [out], merged)
+    reports.merge(COURSE, [out], merged)
     assert (merged / "grades.csv").read_text() == (out / "grades.csv").read_text()
 
 
@@ -154,7 +154,7 @@ def test_regrading_without_a_deadline_clears_it_from_the_pages(late_batch, tmp_p
     copy = tmp_path / "out"
     shutil.copytree(out, copy)
     (copy / deadlines.POLICY_FILE).unlink()
-    results.write_reports(COURSE, copy)
+    reports.write_reports(COURSE, copy)
     page = (copy / "feedback" / "two-days" / f"{SLUG}.html").read_text()
     assert "after the deadline" not in page and "<!--deadline--><!--/deadline-->" in page
     assert open(copy / "grades.csv").readline().strip() == "student_id,assignment,score,max_score,status"

@@ -8,7 +8,7 @@ import re
 import nbformat
 import pytest
 
-from autograder.engine import course, grade
+from autograder.engine import course, grade, hidden
 from tests.support import COURSE
 from autograder.samples.submissions import SLUG, implementations, submission, write
 from tests.engine.grading import details, grades, max_score, run_grader, softmax_wrong_beyond_the_visible_checks
@@ -291,7 +291,7 @@ def test_summary_shows_distributions_failures_and_what_was_not_graded(graded):
 
 def test_a_hidden_cause_is_added_to_a_visible_failure_only_where_it_can_explain_it():
     cause = "the scores are not divided by √d_k"
-    assert grade._with_cause("the weights: expected [[0.25, 0.75]], got [[0.1, 0.9]].", cause) == (
+    assert hidden._with_cause("the weights: expected [[0.25, 0.75]], got [[0.1, 0.9]].", cause) == (
         "the weights: expected [[0.25, 0.75]], got [[0.1, 0.9]]. The hidden checks find why: " + cause + ".")
     for message in ("the weights with every position masked contains NaN or inf.", "the output is inf at [0, 1]."):
-        assert grade._with_cause(message, cause) == message  # a missing scale gives no NaN
+        assert hidden._with_cause(message, cause) == message  # a missing scale gives no NaN

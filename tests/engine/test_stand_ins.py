@@ -188,7 +188,7 @@ def test_under_grading_the_hidden_checks_decide_when_the_reference_stood_in(hidd
     """A visible failure costs nothing when the hidden checks (which include the visible cases) pass
     with the reference standing in for a function the task used; else it costs the points."""
     from autograder.engine.assignment import Test
-    from autograder.engine.grade import run_test
+    from autograder.engine.hidden import run_test
 
     visible = {"error": {"ename": "CheckFailed", "evalue": "weights: expected [[0.25, 0.75]], got [[1, 1]].",
                          "mro": ["CheckFailed"], "function": None}}

@@ -98,7 +98,7 @@ def test_an_unreadable_notebook_is_not_ready(tmp_path, content, expected):
 
 def test_a_4_4_notebook_whose_cells_have_ids_is_read_as_4_5(tmp_path):
     """nbgrader's generate_assignment gives a 4.4 notebook's cells ids; stock autograde grades it."""
-    from autograder.engine.grade import read_notebook
+    from autograder.engine.kinds import read_notebook
 
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
     notebook.nbformat_minor = 4

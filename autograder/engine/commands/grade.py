@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from .. import deadlines, grade
+from ..results import GRADER_ERROR
 from ..sandbox import Limits, SandboxUnavailable
 
 DEFAULTS = Limits()
@@ -133,6 +134,10 @@ def run(course, args, parser):
     graded = sum(r.status == "graded" for r in results)
     print(f"graded {graded} of {len(results)} submissions without a problem; results in {args.out} "
           f"(summary: {args.out / 'summary.html'})", file=sys.stderr)
+    failed = sum(r.status == GRADER_ERROR for r in results)
+    if failed:
+        print(f"the grader itself failed on {failed} of them (status `{GRADER_ERROR}`, its tracebacks above and in "
+              "their results' `errors`): not the students' doing", file=sys.stderr)
     return 0
 
 

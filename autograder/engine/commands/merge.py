@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-from .. import results
+from .. import reports
 
 
 def add(commands):
@@ -18,7 +18,7 @@ def run(course, args, parser):
     if missing:
         parser.error(f"not the output of `grade`: {', '.join(missing)}")
     try:
-        merged = results.merge(course, args.shards, args.out)
+        merged = reports.merge(course, args.shards, args.out)
     except ValueError as error:
         parser.error(str(error))
     print(f"merged {len(merged)} results into {args.out}", file=sys.stderr)
