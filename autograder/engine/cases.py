@@ -7,9 +7,9 @@ what is right and what is known to be wrong, as data:
 
     exercise = Exercise(reference)                      # the module of the reference solutions
     softmax = exercise.task("softmax", hint="...", mistakes=[Mistake("...", lambda x, axis: ...)])
-    attention = exercise.task("scaled_dot_product_attention", outputs=[
+    pooled = exercise.task("weighted_mean", outputs=[     # a function that returns a tuple
         Output("weights", hint="...", mistakes=[...], facts=[...]),
-        Output("output", expected=lambda got, Q, K, V, mask: got["weights"] @ V)])
+        Output("mean", expected=lambda got, X, scores: got["weights"] @ X)])
 
     def check_softmax(function):                        # the hidden test cell calls this
         rng = seeded(SEED)

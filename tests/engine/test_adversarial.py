@@ -161,7 +161,7 @@ def test_tricks_against_the_visible_checks_get_past_them_and_the_hidden_checks_s
     honest = next(c for c in batch.results[HONEST_UNSTABLE, SLUG].checks if c.name == "test_softmax")
     tricked = next(c for c in batch.results[cheat.student, SLUG].checks if c.name == "test_softmax")
     assert honest.message.startswith("softmax([1e4, 1e4])")  # the visible check that fails
-    assert tricked.score == 0 and tricked.message.startswith("softmax of scores around 1e4"), tricked
+    assert tricked.score == 0 and tricked.message.startswith("softmax on scores around 1e4"), tricked
 
 
 @pytest.mark.parametrize("student", sorted(HONEST))

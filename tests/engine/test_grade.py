@@ -233,7 +233,7 @@ def test_a_mistake_that_only_the_hidden_checks_see_loses_its_task_with_their_mes
     checks = details["submitted-hidden-only-mistake", SLUG]
     assert checks["test_softmax"]["score"] == "0"
     assert checks["test_softmax"]["message"].startswith(
-        "softmax of a (3, 5) array along the last axis does not sum to 1 along axis -1")
+        "softmax on a (3, 5) array along the last axis does not sum to 1 along axis -1")
     assert float(grades["submitted-hidden-only-mistake", SLUG]["score"]) == max_score(SLUG) - 2
 
 
