@@ -215,9 +215,9 @@ def test_a_task_as_released_earns_nothing_beside_an_unfinished_earlier_one(slug,
 # -- judged with correct neighbours (stand-ins) ----------------------------------------------------
 #
 # In the exercises below, a check calls the student's function L with the reference's versions of
-# the other graded functions standing in for the student's (`harness.call(..., stand_ins=GRADED)`),
+# the other graded functions standing in for the student's (`Task.check` of the case tables),
 # and a visible check that fails beside a failing earlier task says to fix that one first, which
-# costs nothing at grading (`checking.uses`, `grade._run_test`). For every pair (L, E) where the
+# costs nothing at grading (`checking.uses`, `hidden.run_test`). For every pair (L, E) where the
 # reference's L reaches E (found from solutions/<slug>.py: by name, through an ungraded helper, or
 # as a default argument), E wrong, unfinished, degenerate (zeros of the right shape) or stashed
 # (right except on the inputs L's checks gave it) costs L nothing, and an L that does no work

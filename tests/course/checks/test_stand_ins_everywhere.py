@@ -1,9 +1,10 @@
 """Every call of a student's function in the hidden checks passes the exercise's stand-ins.
 
 A task is judged on its own only if every call of the student's function runs with the
-reference's earlier graded functions standing in (`harness.call(..., stand_ins=GRADED)`): one
-call without them, and a right function built on a wrong earlier task loses its points. This
-test reads autograder/checks/*.py with `ast`, so that a new check cannot forget them.
+reference's earlier graded functions standing in (`Task.check` and `Task.judge` of the case tables,
+`engine/cases.py`, always pass them; a plain `harness.call(..., stand_ins=...)` must): one call
+without them, and a right function built on a wrong earlier task loses its points. This test reads
+autograder/checks/*.py with `ast`, so that a new check cannot forget them.
 
 A student's function is a parameter of a ``check_*`` function, a name bound to one, or the
 parameter of a helper of the checks (of the same module or imported from another) that is
@@ -11,8 +12,8 @@ given one. Each may go, as the function called, only to ``call``, ``call_in_memo
 ``standing_in`` with ``stand_ins``, or to such a helper (with ``stand_ins`` if it takes them);
 it is never called directly nor handed to anything else (except to read its name). Exempt: the
 first task of each exercise (nothing before it stands in) and the modules of ``EXEMPT``.
-(linear_attention's checks pass only ``FEATURE_MAP``: the reference's linear_attention would
-compute its memory cases outside the cap.)
+(linear_attention's exercise stands in only its reference's ``elu_feature_map``: the reference's
+linear_attention would compute its memory cases outside the cap.)
 """
 
 import ast
