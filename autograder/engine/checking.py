@@ -1,7 +1,6 @@
 # Check helpers: a failed check says in one sentence what is wrong.
 # (This cell is the same in every exercise; `python -m autograder release`
 # copies it from autograder/engine/checking.py. Run it; leave it as it is.)
-import contextlib
 import dis
 import linecache
 import os
@@ -25,29 +24,6 @@ class CheckFailed(AssertionError):
 
     def _render_traceback_(self):
         return [f"\x1b[1;31mCheck failed:\x1b[0m {self}"]
-
-
-@contextlib.contextmanager
-def uses(name, *earlier_checks):
-    """The checks of a task whose function uses the earlier task `name`, run in a `with` block:
-    when one fails and one of `earlier_checks` (functions that run `name`'s own checks) fails too,
-    the cell says to fix `name` first, and stops checking: this task is judged with a correct
-    `name` at grading, where its hidden checks decide its points. A NotImplementedError still
-    fails the cell: nothing here tells this task's function as released from one beside an
-    unfinished `name`."""
-    try:
-        yield
-    except NotImplementedError:
-        raise
-    except Exception:
-        for run in earlier_checks:
-            try:
-                run()
-            except Exception:
-                print(f"Not checked yet: {name} fails its own check, and this task uses it. Fix {name} "
-                      f"first (at grading, this task is judged with a correct {name}).")
-                return
-        raise
 
 
 def check(condition, message):

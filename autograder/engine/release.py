@@ -19,17 +19,20 @@ source of those definitions, under a header saying so.
 
 import ast
 import importlib
+import re
 import tempfile
 from pathlib import Path
 
 import nbformat
 
 from .assignment import Assignment, hidden_points_sentence, tests_of
+from . import recording
 from .course import ENGINE, assignments, make_course_dir, nbgrader
 from .flags import without_magics
 
 HELPERS_CELL = "check_helpers"  # grade_id of the helper cell in every source notebook
-CHECK_HELPERS = ENGINE / "checking.py"  # its text
+# its text: these engine modules, in order, their imports of each other dropped
+HELPER_MODULES = (ENGINE / "checking.py", ENGINE / "standins.py", ENGINE / "recorded.py")
 DONE_CELL = "done"              # grade_id of the closing cell (the course file's done_cell)
 
 
@@ -46,6 +49,7 @@ def release(course, exercises_dir=None, names=None):
         if course.done_cell:
             sync_done_cell(course, course.notebook(name))
         stamp_given_cells(course, course.notebook(name))
+        recording.stamp(course, name, course.notebook(name), HELPERS_CELL)
     exercises_dir = Path(exercises_dir or course.exercises)
     exercises_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="release-") as tmp:
@@ -60,12 +64,21 @@ def release(course, exercises_dir=None, names=None):
     return [exercises_dir / f"{name}.ipynb" for name in names]
 
 
+def check_helpers():
+    """The helper cell's text: the modules of HELPER_MODULES, one after the other (the notebook
+    defines the names that they import from each other)."""
+    stamped = "|".join(re.escape(path.stem) for path in HELPER_MODULES)
+    texts = [re.sub(rf"^from \.({stamped}) import .*\n", "", path.read_text(), flags=re.MULTILINE).strip("\n")
+             for path in HELPER_MODULES]
+    return "\n\n\n".join(texts)
+
+
 def sync_check_helpers(path):
-    """Make the helper cell of the notebook at `path` equal the engine's checking.py.
+    """Make the helper cell of the notebook at `path` the engine's `check_helpers()`.
 
     Returns True when the notebook had to be rewritten.
     """
-    return _sync_cell(path, HELPERS_CELL, CHECK_HELPERS.read_text().rstrip("\n"))
+    return _sync_cell(path, HELPERS_CELL, check_helpers())
 
 
 def sync_done_cell(course, path):

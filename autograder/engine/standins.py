@@ -41,7 +41,7 @@ def swappable(function):
     return type(function) is types.FunctionType and not function.__closure__
 
 
-def copy(function):
+def own_copy(function):
     """A new function with `function`'s own code (not a trampoline's), namespace, name and defaults."""
     own = types.FunctionType(_CODES.get(id(function), function.__code__), function.__globals__,
                              function.__name__, function.__defaults__)
@@ -158,7 +158,7 @@ def swap(namespace, name, answer, called=None, reference=None):
     `called`'s defaults."""
     value = namespace.get(name, MISSING)
     if swappable(value) and value is not called and value is not reference:
-        return retarget(value, stand_in(name, answer, copy(value)))
+        return retarget(value, stand_in(name, answer, own_copy(value)))
     replacement = stand_in(name, answer, value if callable(value) and value is not reference else None)
     namespace[name] = replacement
     undo_defaults = _replace_defaults(called, value, replacement) if value is not MISSING else None

@@ -1,0 +1,223 @@
+"""A task judged on its own in the notebook: the earlier tasks it calls answer from a record.
+
+Grading judges a function with correct versions of the other graded functions it uses standing in
+(`standins`). The visible checks do the same with a third source of answers: the calls that a
+correct function makes to the others on the visible checks' inputs, recorded when the notebook is
+released (`recording`) and stamped into its "recorded answers" cell as `RECORDED_ANSWERS`,
+{checked function: [(called function, {parameter: argument}, answer), ...]}. Nothing of the
+reference's code reaches the notebook: only those inputs and answers.
+
+In a check cell, ``with on_its_own("f"):`` swaps (`standins.swap`, the grader's one mechanism)
+every graded function that a correct `f` calls: in the block, a call with recorded arguments
+(within the checks' tolerance; made by the student's `f`, or by the cell to build what `f` should
+give from those functions) gets the recorded answer; any other call goes to the student's own
+function. After the block:
+
+- it passed, and the student's own version of a function that answered differs from the record
+  (or is unfinished): one line says so, the task itself passes;
+- it failed after a call the record does not hold went to the student's own function: when that
+  function is unfinished, the task cannot be judged yet (`NotChecked`, "fix ... first"); else the
+  failure stands, and one line says which of the student's own functions it was judged with.
+
+This file is copied into every notebook's helper cell (after checking.py and standins.py, whose
+names it uses there), so it imports nothing but the standard library and NumPy.
+"""
+
+import contextlib
+import copy as copying
+import inspect
+
+import numpy as np
+
+from .checking import RTOL, ATOL, CheckFailed
+from .standins import own_copy, swap, swappable, undoing
+
+
+class NotChecked(CheckFailed):
+    """A task that cannot be judged yet: a function of an earlier task that it calls, on inputs
+    the record does not hold, is not finished."""
+
+
+def same_argument(given, recorded):
+    """Whether an argument the student's function passed is the recorded one (arrays within the
+    checks' tolerance; containers item by item)."""
+    if isinstance(recorded, np.ndarray) or isinstance(recorded, np.generic):
+        try:
+            given = np.asarray(given)
+        except Exception:
+            return False
+        recorded = np.asarray(recorded)
+        if given.shape != recorded.shape or (given.dtype == bool) != (recorded.dtype == bool):
+            return False
+        if recorded.dtype == bool or recorded.dtype.kind in "iu":
+            return bool(np.array_equal(given, recorded))
+        try:
+            return bool(np.allclose(given, recorded, rtol=RTOL, atol=ATOL, equal_nan=True))
+        except TypeError:
+            return False
+    if isinstance(recorded, dict):
+        return (isinstance(given, dict) and given.keys() == recorded.keys()
+                and all(same_argument(given[key], recorded[key]) for key in recorded))
+    if isinstance(recorded, (list, tuple)):
+        return (isinstance(given, (list, tuple)) and len(given) == len(recorded)
+                and all(same_argument(g, r) for g, r in zip(given, recorded)))
+    if isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and not isinstance(given, (bool, str)):
+        try:
+            return bool(np.isclose(float(given), recorded, rtol=RTOL, atol=ATOL, equal_nan=True))
+        except (TypeError, ValueError):
+            return False
+    return type(given) is type(recorded) and given == recorded
+
+
+def arguments(function, args, kwargs):
+    """{parameter: argument} of ``function(*args, **kwargs)``, defaults included; None when the
+    arguments do not bind to its parameters."""
+    try:
+        bound = inspect.signature(function).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return None
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def given_to(function, recorded, args, kwargs):
+    """{parameter: argument} of a call of the student's `function`, named as in the `recorded`
+    call: by `function`'s own parameters when they are named so; else the arguments in the order
+    of the recorded ones, those left out taken as the recorded (defaults); None when they do not fit."""
+    bound = arguments(function, args, kwargs)
+    if bound is not None and recorded.keys() <= bound.keys():
+        return bound
+    names = list(recorded)
+    if len(args) > len(names) or any(name not in recorded for name in kwargs):
+        return None
+    given = dict(zip(names, args))
+    if given.keys() & kwargs.keys():
+        return None
+    return {**recorded, **given, **kwargs}
+
+
+def own_verdict(function, calls, where):
+    """None when the student's `function` gives the recorded answers on the recorded `calls`
+    ({parameter: argument}, answer); else what is wrong with it, in words (`where`: which calls)."""
+    for recorded, answer in calls:
+        try:
+            value = function(**copying.deepcopy(recorded))
+        except NotImplementedError:
+            return "is not finished"
+        except Exception as error:
+            return f"raises {type(error).__name__} {where}"
+        if not same_argument(value, answer):
+            return f"gives other values than a correct one {where}"
+    return None
+
+
+@contextlib.contextmanager
+def on_its_own(name, record=None):
+    """Run the checks of the `with` block with the graded functions that a correct `name` calls
+    answering from the record (`record`: {name: calls}, default the notebook's RECORDED_ANSWERS)."""
+    namespace = globals()
+    record = namespace.get("RECORDED_ANSWERS", {}) if record is None else record
+    calls = {}  # called function -> [({parameter: argument}, answer)]
+    for called, recorded, answer in record.get(name, ()):
+        calls.setdefault(called, [])
+        if recorded is not None:  # None: a call too large to record, answered by the student's own
+            calls[called].append((recorded, answer))
+    answered = {}          # called function -> the recorded calls it answered
+    forwarded = {}         # called function -> what the student's own did on a call the record lacks
+    owns = {called: own_copy(namespace[called]) if swappable(namespace.get(called)) else namespace.get(called)
+            for called in calls}
+    if not calls or name not in namespace or any(own is None for own in owns.values()):
+        yield  # nothing to stand in for (a missing function fails where it is called)
+        return
+
+    def answer_for(called):
+        def answer(*args, **kwargs):
+            own = owns[called]
+            for recorded, value in calls[called]:
+                given = given_to(own, recorded, args, kwargs)
+                if given is not None and all(same_argument(given[key], argument)
+                                             for key, argument in recorded.items()):
+                    answered.setdefault(called, []).append((recorded, value))
+                    return copying.deepcopy(value)
+            try:
+                result = own(*args, **kwargs)
+            except NotImplementedError:
+                forwarded[called] = "is not finished"
+                raise
+            forwarded.setdefault(called, "answered")
+            return result
+        return answer
+
+    undo = undoing([swap(namespace, called, answer_for(called), namespace[name]) for called in calls])
+    try:
+        yield
+    except Exception as error:
+        undo()
+        wrong = {called: "is not finished" for called, verdict in forwarded.items() if verdict == "is not finished"}
+        if forwarded and not wrong:  # the student's own, judged on the calls recorded for any function
+            wrong = {called: verdict for called in sorted(forwarded) for verdict in
+                     [own_verdict(owns[called], [(r, a) for _, calls_of in record.items()
+                                                 for c, r, a in calls_of if c == called and r is not None],
+                                 "on the recorded inputs")]
+                     if verdict}
+        if wrong:
+            called, verdict = next(iter(wrong.items()))
+            raise NotChecked(f"not checked yet: {name} called your {called} on inputs that are not recorded here, "
+                             f"and your {called} {verdict}. Fix {called} first.") from None
+        if forwarded and not isinstance(error, NotImplementedError):
+            them = "it" if len(forwarded) == 1 else "them"
+            print(f"(Judged with your own {' and '.join(sorted(forwarded))}: {name} called {them} on inputs "
+                  f"that are not recorded here.)")
+        raise
+    except BaseException:
+        undo()
+        raise
+    undo()
+    notes = [f"your {called} {verdict}" for called, verdict in
+             ((called, own_verdict(owns[called], answered[called], f"on the inputs {name} gives it")) for called in calls if called in answered)
+             if verdict]
+    if notes:
+        print(f"Passed, checked with a correct {' and '.join(c for c in calls if c in answered)}: "
+              f"{'; '.join(notes)} (its own check says more).")
+
+
+def literal(value, arrays=None):
+    """Python source that evaluates, in a notebook with NumPy as np, to `value` (arrays, NumPy and
+    Python numbers, strings, None, and tuples, lists and dicts of them); TypeError for anything
+    else (a random generator, a function: such a call is not recorded). `arrays`: a dict that
+    collects the arrays of more than a few numbers, each once ({source: index}), written
+    ``RECORDED_ARRAYS[index]``."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "biuf":
+            raise TypeError(f"an array of {value.dtype}")
+        text = _nested(value.tolist()) if value.size else "[]"
+        default = np.array(value.tolist() if value.size else []).dtype
+        dtype = "" if value.size and default == value.dtype else f", dtype=np.{value.dtype}"
+        source = f"np.array({text}{dtype})" if value.size or value.shape == (0,) else f"np.zeros({value.shape}{dtype})"
+        if arrays is None or value.size <= 4:
+            return source
+        return f"RECORDED_ARRAYS[{arrays.setdefault(source, len(arrays))}]"
+    if isinstance(value, np.generic):
+        if value.dtype.kind not in "biuf":
+            raise TypeError(f"a NumPy {value.dtype}")
+        return f"np.{value.dtype}({_nested(value.item())})"
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    if isinstance(value, float):
+        return _nested(value)
+    if isinstance(value, tuple):
+        return "(" + ", ".join(literal(item, arrays) for item in value) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, list):
+        return "[" + ", ".join(literal(item, arrays) for item in value) + "]"
+    if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+        return "{" + ", ".join(f"{key!r}: {literal(item, arrays)}" for key, item in value.items()) + "}"
+    raise TypeError(f"a {type(value).__name__}")
+
+
+def _nested(value):
+    """The source of nested lists of Python numbers, floats exact (NaN and infinities by np's names)."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_nested(item) for item in value) + "]"
+    if isinstance(value, float) and not np.isfinite(value):
+        return "np.nan" if np.isnan(value) else ("np.inf" if value > 0 else "-np.inf")
+    return repr(value)
