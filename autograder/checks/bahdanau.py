@@ -1,7 +1,7 @@
 """Hidden checks for the Bahdanau attention exercise, as case tables (`engine.cases`): per task the
 mistakes it knows (backward states in reading order, halves swapped, W_a and U_a swapped, tanh or v_a
 missing, the softmax over the wrong axis, the mask ignored or inverted, an all-masked row that is
-uniform, the context from the new state, the cell's input in the wrong order) and the facts of every
+uniform, the maximum taken over the masked scores too, the context from the new state, the cell's input in the wrong order) and the facts of every
 right value; per check its cases."""
 
 import numpy as np
@@ -12,6 +12,7 @@ from solutions.rnn_encoder_decoder import encode
 from autograder.engine.cases import Exercise, Mistake, Output, case, given, mask_mistakes, weight_facts
 from autograder.engine.harness import seeded
 from .rnn_encoder_decoder import cell_params
+from .scaled_dot_product import max_over_masked
 
 SEED = 20140901  # "Neural machine translation by jointly learning to align and translate", arXiv v1
 GRU_IS_DEFAULT = "the cell is the GRU here (the default cell is 'gru')"
@@ -57,6 +58,7 @@ def _softmax_mistakes(inputs, ignored=None):
                 lambda scores, mask, axis: reference.masked_softmax(scores, ~np.broadcast_to(mask, scores.shape), axis),
                 lambda scores, mask, axis: reference.masked_softmax(np.where(mask, -1e9, scores), None, axis))],
             *mask_mistakes(reference.masked_softmax, inputs, keys="entries", row="a row", ignored=ignored),
+            max_over_masked(inputs, keys="entries"),
             *[Mistake(f"the weights are normalised along axis {other}, not along axis {wanted}", softmax(
                 lambda scores, mask, axis, other=other: reference.masked_softmax(scores, mask, axis=other)),
                 when=lambda wanted=wanted, **arguments: inputs(**arguments)[2] == wanted)
@@ -173,6 +175,8 @@ def check_masked_softmax(function):
     fully_masked_column[:, 1] = False
     fully_masked_column[0, 2] = False
     three_axes = rng.normal(size=(2, 3, 4))
+    large_masked = rng.normal(size=(3, 4))
+    large_masked[0, 3] = 1e4                                               # masked: row 0 has length 3
     masked_softmax.check(function, [
         case("(3, 5) scores without a mask", rng.normal(size=(3, 5)), axis=-1),
         case("(4, 3) scores without a mask, along axis 0", rng.normal(size=(4, 3)), axis=0),
@@ -184,7 +188,12 @@ def check_masked_softmax(function):
         case("(4, 3) scores along axis 0 where column 1 is all masked", rng.normal(size=(4, 3)), fully_masked_column,
              axis=0),
         case("scores around 1e4 with a padding mask", 1e4 + 5 * rng.normal(size=(2, 5)), _mask([5, 2], 5), axis=-1),
-        case("scores around -1e4 with a padding mask", -1e4 + 5 * rng.normal(size=(2, 5)), _mask([4, 3], 5), axis=-1)])
+        case("scores around -1e4 with a padding mask", -1e4 + 5 * rng.normal(size=(2, 5)), _mask([4, 3], 5), axis=-1),
+        case("(3, 4) scores whose masked entry [0, 3] is 1e4 (lengths 3, 4, 2)", large_masked, _mask([3, 4, 2], 4),
+             axis=-1),
+        case("the task's scores (0, 1e4, ln 3) and (ln 3, 0, 5), the 1e4 and the 5 masked",
+             np.array([[0.0, 1e4, np.log(3.0)], [np.log(3.0), 0.0, 5.0]]),
+             np.array([[True, False, True], [True, True, False]]), axis=-1)])
 
 
 def check_bahdanau_attention(function):
