@@ -138,7 +138,11 @@ mha_backward = exercise.task("multi_head_attention_backward", outputs=[
     Output("grad_params", "for Y = X @ W + b: grad_W = Xᵀ grad_Y and grad_b = Σ grad_Y, summed over the batch "
            "and time axes", leaves=True, facts=[FINITE], mistakes=[
                Mistake("it is transposed: for Y = X @ W, grad_W = Xᵀ @ grad_Y, of W's shape (d_in, d_out)",
-                       lambda **given: {key: value.T for key, value in MHA(**given)[3].items()})],
+                       lambda **given: {key: value.T for key, value in MHA(**given)[3].items()}),
+               Mistake("it is 0: for Y = X @ W + b, grad_b = Σ grad_Y over the batch and time axes, the gradient "
+                       "that reaches the projection (only b_k's is 0: the softmax ignores a shift of all the scores "
+                       "of a query)", lambda **given: {key: np.zeros_like(value) if key.startswith("b_") else value
+                                                      for key, value in MHA(**given)[3].items()})],
            requires=[Fact("{name} has another shape than its parameter: sum it over the batch and time axes.",
                           lambda actual, params, **_: np.shape(actual) in {p.shape for p in params.values()})])])
 
