@@ -151,7 +151,11 @@ def check_bidirectional_encode(function):
         X = rng.normal(size=(B, T, d_in))
         params = [cell_params(rng, cell or "gru", d_in, d_h, bias_scale=0.3) for _ in ("fwd", "bwd")]
         cases.append(case(description, X, *params, **given(cell=cell)))
-    bidirectional_encode.check(function, cases)
+    scalar = [{"W_xh": np.ones((1, 1)), "W_hh": np.full((1, 1), w_hh), "b_h": np.zeros(1)} for w_hh in (0.0, 1.0)]
+    bidirectional_encode.check(function, cases + [
+        case("the task's two sequences x = (0, 0, 20) and (20, 0, 0)", np.array([[[0.0], [0.0], [20.0]],
+                                                                                 [[20.0], [0.0], [0.0]]]),
+             *scalar, cell="rnn")])
 
 
 def check_additive_score(function):
@@ -207,7 +211,14 @@ def check_bahdanau_attention(function):
         s_prev, H = rng.normal(size=(B, d_s)), rng.normal(size=(B, T, d_h))
         cases.append(case(description, s_prev, H, _attention_params(rng, d_s, d_h, d_a),
                           **given(mask=_mask(lengths, T))))
+    _, H, params = _example()
+    a = np.arctanh(np.log(3.0) / 1e4)                                      # 1e4 tanh(a) = ln 3
+    large = (np.zeros((2, 1)), np.array([[[0.0, 4.0], [20.0, 0.0], [a, 0.0]], [[a, 2.0], [0.0, 4.0], [a, 0.0]]]),
+             {**params, "v_a": np.array([1e4])})
     bahdanau_attention.check(function, cases + [
+        case("the task's batch of two", np.zeros((2, 1)), np.concatenate([H, [[[1.0, 0.0], [0.0, 0.0]]]]), params),
+        case("the task's batch whose masked position 1 of sequence 0 has the score 1e4", *large,
+             mask=np.array([[True, False, True], [True, True, False]])),
         case("the task's example", *_example()),
         case("the task's example with position 1 masked", *_example(), mask=np.array([[True, False]])),
         case("the task's example with every position masked", *_example(), mask=np.array([[False, False]]))])
@@ -230,7 +241,13 @@ def check_bahdanau_decode_step(function):
     gru = {**{f"W_x{gate}": np.zeros((3, 1)) for gate in "zr"}, **{f"W_h{gate}": np.zeros((1, 1)) for gate in "zrh"},
            **{f"b_{gate}": np.zeros(1) for gate in "zrh"}, "W_xh": rnn["W_xh"]}  # every weight 0 but W_xh
     example = (np.array([[0.5]]), np.zeros((1, 1)), H)
+    a = np.arctanh(np.log(3.0) / 1e4)                                      # 1e4 tanh(a) = ln 3
+    large = (np.array([[0.5], [-0.5]]), np.zeros((2, 1)),
+             np.array([[[0.0, 4.0], [20.0, 0.0], [a, 0.0]], [[a, 2.0], [0.0, 4.0], [a, 0.0]]]),
+             {"attention": {**attention, "v_a": np.array([1e4])}, "cell": rnn})
     bahdanau_decode_step.check(function, cases + [
+        case("the task's batch whose masked position 1 of sequence 0 has the score 1e4", *large,
+             mask=np.array([[True, False, True], [True, True, False]]), cell="rnn"),
         case("the task's example", *example, {"attention": attention, "cell": rnn}, cell="rnn"),
         case("the task's example with position 1 masked", *example, {"attention": attention, "cell": rnn},
              mask=np.array([[True, False]]), cell="rnn"),
