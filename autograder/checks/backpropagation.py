@@ -180,6 +180,8 @@ def check_scaled_dot_product_attention_backward(function):
         ("large scores (entries of Q and K about 5)", problem((2,), 3, 3, 4, 2, scale=5.0), None),
         ("the task's example (one query, two keys orthogonal to it)", example, None),
         ("the task's example with key 1 masked", example, np.array([[True, False]])),
+        ("the task's example with key 1 masked and its score 1e4",
+         (example[0], np.array([[0, 1.0, 0, 0], [2e4, 0, 0, 0]]), *example[2:]), np.array([[True, False]])),
         ("the task's batch with a causal mask and an all-masked query 0", problem((2,), 3, 3, 4, 2, draw=visible),
          np.tril(np.ones((3, 3), dtype=bool)) & (np.arange(3) > 0)[:, None])]])
 
@@ -231,6 +233,9 @@ def check_multi_head_attention_backward(function):
         params = {f"W_{n}": draw.normal(size=(d, d)) / np.sqrt(d) for n in "qkvo"}
         params |= {f"b_{n}": draw.normal(size=d) for n in "qkvo"}
         return case(description, Q, K, V, params, h, draw.normal(size=(B, T_q, d)), mask=mask)
+    def large_masked_key(each):
+        each.args[1][:, 2] *= 1e3  # scores of thousands on the key the mask hides
+        return each
     mha_backward.check(function, [
         problem("self-attention (B=2, T=4, d_model=8, 2 heads)", 2, 4, 4, 8, 2, self_attention=True),
         problem("cross-attention (B=2, T_q=3, T_k=5, d_model=12, 3 heads) with a padding mask",
@@ -238,4 +243,6 @@ def check_multi_head_attention_backward(function):
         problem("self-attention with a causal mask and an all-masked query (B=2, T=4, 2 heads)",
                 2, 4, 4, 8, 2, causal_with_empty, self_attention=True),
         problem("cross-attention with one head (B=1, T_q=2, T_k=3, d_model=4)", 1, 2, 3, 4, 1),
-        problem("the task's example", 2, 3, 4, 4, 2, draw=np.random.default_rng(0))])
+        problem("the task's example", 2, 3, 4, 4, 2, draw=np.random.default_rng(0)),
+        large_masked_key(problem("cross-attention whose masked key 2 is 1e3 times larger (B=2, T_q=3, T_k=4, "
+                                 "d_model=8, 2 heads)", 2, 3, 4, 8, 2, np.array([True, True, False, True])))])
