@@ -1,8 +1,8 @@
 """Hidden checks for the Bahdanau attention exercise, as case tables (`engine.cases`): per task the
 mistakes it knows (backward states in reading order, halves swapped, W_a and U_a swapped, tanh or v_a
 missing, the softmax over the wrong axis, the mask ignored or inverted, an all-masked row that is
-uniform, the maximum taken over the masked scores too, the context from the new state, the cell's input in the wrong order) and the facts of every
-right value; per check its cases."""
+uniform, the maximum taken over the masked scores too, the context from the new state, the cell's
+input in the wrong order) and the facts of every right value; per check its cases."""
 
 import numpy as np
 

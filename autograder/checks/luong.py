@@ -198,7 +198,8 @@ def check_concat_score(function):
     rng = seeded(SEED + 2)
     cases = []
     for description, B, S, d, d_a, scale in [
-            ("a batch with B = S = 3 (d=2, d_a=3)", 3, 3, 2, 3, 1.0), ("a batch (B=2, S=5, d=3, d_a=4)", 2, 5, 3, 4, 1.0), ("B=1, S=3, d=2, d_a=1", 1, 3, 2, 1, 1.0),
+            ("a batch with B = S = 3 (d=2, d_a=3)", 3, 3, 2, 3, 1.0),
+            ("a batch (B=2, S=5, d=3, d_a=4)", 2, 5, 3, 4, 1.0), ("B=1, S=3, d=2, d_a=1", 1, 3, 2, 1, 1.0),
             ("B=3, S=4, d=4, d_a=7", 3, 4, 4, 7, 1.0), ("B=2, S=6, d=2, d_a=3 with large states", 2, 6, 2, 3, 20.0)]:
         h_t, H_s = _states(rng, B, S, d, scale)
         cases.append(case(description, h_t, H_s, rng.normal(size=(2 * d, d_a)), rng.normal(size=d_a)))
