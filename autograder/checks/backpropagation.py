@@ -219,6 +219,7 @@ def check_cross_entropy(function):
         problem("logits (3, 5, 7) with a padding mask and smoothing 0.1", (3, 5), padded, 0.1),
         problem("logits of ±1e4, smoothing 0.1", (2, 4), None, 0.1, 1e4),
         problem("logits of ±1e4, no smoothing", (5,), None, 0.0, 1e4),
+        problem("logits of ±1e4 with a padding mask and smoothing 0.1", (3, 5), padded, 0.1, 1e4),
         problem("no counted position", (2, 2), np.zeros((2, 2), bool), 0.1)])
 
 
