@@ -138,7 +138,11 @@ mha_backward = exercise.task("multi_head_attention_backward", outputs=[
     Output("grad_params", "for Y = X @ W + b: grad_W = Xᵀ grad_Y and grad_b = Σ grad_Y, summed over the batch "
            "and time axes", leaves=True, facts=[FINITE], mistakes=[
                Mistake("it is transposed: for Y = X @ W, grad_W = Xᵀ @ grad_Y, of W's shape (d_in, d_out)",
-                       lambda **given: {key: value.T for key, value in MHA(**given)[3].items()})],
+                       lambda **given: {key: value.T for key, value in MHA(**given)[3].items()}),
+               Mistake("it is 0: for Y = X @ W + b, grad_b = Σ grad_Y over the batch and time axes, the gradient "
+                       "that reaches the projection (only b_k's is 0: the softmax ignores a shift of all the scores "
+                       "of a query)", lambda **given: {key: np.zeros_like(value) if key.startswith("b_") else value
+                                                      for key, value in MHA(**given)[3].items()})],
            requires=[Fact("{name} has another shape than its parameter: sum it over the batch and time axes.",
                           lambda actual, params, **_: np.shape(actual) in {p.shape for p in params.values()})])])
 
@@ -176,6 +180,8 @@ def check_scaled_dot_product_attention_backward(function):
         ("large scores (entries of Q and K about 5)", problem((2,), 3, 3, 4, 2, scale=5.0), None),
         ("the task's example (one query, two keys orthogonal to it)", example, None),
         ("the task's example with key 1 masked", example, np.array([[True, False]])),
+        ("the task's example with key 1 masked and its score 1e4",
+         (example[0], np.array([[0, 1.0, 0, 0], [2e4, 0, 0, 0]]), *example[2:]), np.array([[True, False]])),
         ("the task's batch with a causal mask and an all-masked query 0", problem((2,), 3, 3, 4, 2, draw=visible),
          np.tril(np.ones((3, 3), dtype=bool)) & (np.arange(3) > 0)[:, None])]])
 
@@ -213,6 +219,7 @@ def check_cross_entropy(function):
         problem("logits (3, 5, 7) with a padding mask and smoothing 0.1", (3, 5), padded, 0.1),
         problem("logits of ±1e4, smoothing 0.1", (2, 4), None, 0.1, 1e4),
         problem("logits of ±1e4, no smoothing", (5,), None, 0.0, 1e4),
+        problem("logits of ±1e4 with a padding mask and smoothing 0.1", (3, 5), padded, 0.1, 1e4),
         problem("no counted position", (2, 2), np.zeros((2, 2), bool), 0.1)])
 
 
@@ -227,6 +234,9 @@ def check_multi_head_attention_backward(function):
         params = {f"W_{n}": draw.normal(size=(d, d)) / np.sqrt(d) for n in "qkvo"}
         params |= {f"b_{n}": draw.normal(size=d) for n in "qkvo"}
         return case(description, Q, K, V, params, h, draw.normal(size=(B, T_q, d)), mask=mask)
+    def large_masked_key(each):
+        each.args[1][:, 2] *= 1e3  # scores of thousands on the key the mask hides
+        return each
     mha_backward.check(function, [
         problem("self-attention (B=2, T=4, d_model=8, 2 heads)", 2, 4, 4, 8, 2, self_attention=True),
         problem("cross-attention (B=2, T_q=3, T_k=5, d_model=12, 3 heads) with a padding mask",
@@ -234,4 +244,6 @@ def check_multi_head_attention_backward(function):
         problem("self-attention with a causal mask and an all-masked query (B=2, T=4, 2 heads)",
                 2, 4, 4, 8, 2, causal_with_empty, self_attention=True),
         problem("cross-attention with one head (B=1, T_q=2, T_k=3, d_model=4)", 1, 2, 3, 4, 1),
-        problem("the task's example", 2, 3, 4, 4, 2, draw=np.random.default_rng(0))])
+        problem("the task's example", 2, 3, 4, 4, 2, draw=np.random.default_rng(0)),
+        large_masked_key(problem("cross-attention whose masked key 2 is 1e3 times larger (B=2, T_q=3, T_k=4, "
+                                 "d_model=8, 2 heads)", 2, 3, 4, 8, 2, np.array([True, True, False, True])))])

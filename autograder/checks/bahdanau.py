@@ -1,8 +1,8 @@
 """Hidden checks for the Bahdanau attention exercise, as case tables (`engine.cases`): per task the
 mistakes it knows (backward states in reading order, halves swapped, W_a and U_a swapped, tanh or v_a
 missing, the softmax over the wrong axis, the mask ignored or inverted, an all-masked row that is
-uniform, the context from the new state, the cell's input in the wrong order) and the facts of every
-right value; per check its cases."""
+uniform, the maximum taken over the masked scores too, the context from the new state, the cell's
+input in the wrong order) and the facts of every right value; per check its cases."""
 
 import numpy as np
 
@@ -12,6 +12,7 @@ from solutions.rnn_encoder_decoder import encode
 from autograder.engine.cases import Exercise, Mistake, Output, case, given, mask_mistakes, weight_facts
 from autograder.engine.harness import seeded
 from .rnn_encoder_decoder import cell_params
+from .scaled_dot_product import max_over_masked
 
 SEED = 20140901  # "Neural machine translation by jointly learning to align and translate", arXiv v1
 GRU_IS_DEFAULT = "the cell is the GRU here (the default cell is 'gru')"
@@ -57,6 +58,7 @@ def _softmax_mistakes(inputs, ignored=None):
                 lambda scores, mask, axis: reference.masked_softmax(scores, ~np.broadcast_to(mask, scores.shape), axis),
                 lambda scores, mask, axis: reference.masked_softmax(np.where(mask, -1e9, scores), None, axis))],
             *mask_mistakes(reference.masked_softmax, inputs, keys="entries", row="a row", ignored=ignored),
+            max_over_masked(inputs, keys="entries"),
             *[Mistake(f"the weights are normalised along axis {other}, not along axis {wanted}", softmax(
                 lambda scores, mask, axis, other=other: reference.masked_softmax(scores, mask, axis=other)),
                 when=lambda wanted=wanted, **arguments: inputs(**arguments)[2] == wanted)
@@ -149,7 +151,11 @@ def check_bidirectional_encode(function):
         X = rng.normal(size=(B, T, d_in))
         params = [cell_params(rng, cell or "gru", d_in, d_h, bias_scale=0.3) for _ in ("fwd", "bwd")]
         cases.append(case(description, X, *params, **given(cell=cell)))
-    bidirectional_encode.check(function, cases)
+    scalar = [{"W_xh": np.ones((1, 1)), "W_hh": np.full((1, 1), w_hh), "b_h": np.zeros(1)} for w_hh in (0.0, 1.0)]
+    bidirectional_encode.check(function, cases + [
+        case("the task's two sequences x = (0, 0, 20) and (20, 0, 0)", np.array([[[0.0], [0.0], [20.0]],
+                                                                                 [[20.0], [0.0], [0.0]]]),
+             *scalar, cell="rnn")])
 
 
 def check_additive_score(function):
@@ -173,6 +179,8 @@ def check_masked_softmax(function):
     fully_masked_column[:, 1] = False
     fully_masked_column[0, 2] = False
     three_axes = rng.normal(size=(2, 3, 4))
+    large_masked = rng.normal(size=(3, 4))
+    large_masked[0, 3] = 1e4                                               # masked: row 0 has length 3
     masked_softmax.check(function, [
         case("(3, 5) scores without a mask", rng.normal(size=(3, 5)), axis=-1),
         case("(4, 3) scores without a mask, along axis 0", rng.normal(size=(4, 3)), axis=0),
@@ -184,7 +192,12 @@ def check_masked_softmax(function):
         case("(4, 3) scores along axis 0 where column 1 is all masked", rng.normal(size=(4, 3)), fully_masked_column,
              axis=0),
         case("scores around 1e4 with a padding mask", 1e4 + 5 * rng.normal(size=(2, 5)), _mask([5, 2], 5), axis=-1),
-        case("scores around -1e4 with a padding mask", -1e4 + 5 * rng.normal(size=(2, 5)), _mask([4, 3], 5), axis=-1)])
+        case("scores around -1e4 with a padding mask", -1e4 + 5 * rng.normal(size=(2, 5)), _mask([4, 3], 5), axis=-1),
+        case("(3, 4) scores whose masked entry [0, 3] is 1e4 (lengths 3, 4, 2)", large_masked, _mask([3, 4, 2], 4),
+             axis=-1),
+        case("the task's scores (0, 1e4, ln 3) and (ln 3, 0, 5), the 1e4 and the 5 masked",
+             np.array([[0.0, 1e4, np.log(3.0)], [np.log(3.0), 0.0, 5.0]]),
+             np.array([[True, False, True], [True, True, False]]), axis=-1)])
 
 
 def check_bahdanau_attention(function):
@@ -198,7 +211,14 @@ def check_bahdanau_attention(function):
         s_prev, H = rng.normal(size=(B, d_s)), rng.normal(size=(B, T, d_h))
         cases.append(case(description, s_prev, H, _attention_params(rng, d_s, d_h, d_a),
                           **given(mask=_mask(lengths, T))))
+    _, H, params = _example()
+    a = np.arctanh(np.log(3.0) / 1e4)                                      # 1e4 tanh(a) = ln 3
+    large = (np.zeros((2, 1)), np.array([[[0.0, 4.0], [20.0, 0.0], [a, 0.0]], [[a, 2.0], [0.0, 4.0], [a, 0.0]]]),
+             {**params, "v_a": np.array([1e4])})
     bahdanau_attention.check(function, cases + [
+        case("the task's batch of two", np.zeros((2, 1)), np.concatenate([H, [[[1.0, 0.0], [0.0, 0.0]]]]), params),
+        case("the task's batch whose masked position 1 of sequence 0 has the score 1e4", *large,
+             mask=np.array([[True, False, True], [True, True, False]])),
         case("the task's example", *_example()),
         case("the task's example with position 1 masked", *_example(), mask=np.array([[True, False]])),
         case("the task's example with every position masked", *_example(), mask=np.array([[False, False]]))])
@@ -221,7 +241,13 @@ def check_bahdanau_decode_step(function):
     gru = {**{f"W_x{gate}": np.zeros((3, 1)) for gate in "zr"}, **{f"W_h{gate}": np.zeros((1, 1)) for gate in "zrh"},
            **{f"b_{gate}": np.zeros(1) for gate in "zrh"}, "W_xh": rnn["W_xh"]}  # every weight 0 but W_xh
     example = (np.array([[0.5]]), np.zeros((1, 1)), H)
+    a = np.arctanh(np.log(3.0) / 1e4)                                      # 1e4 tanh(a) = ln 3
+    large = (np.array([[0.5], [-0.5]]), np.zeros((2, 1)),
+             np.array([[[0.0, 4.0], [20.0, 0.0], [a, 0.0]], [[a, 2.0], [0.0, 4.0], [a, 0.0]]]),
+             {"attention": {**attention, "v_a": np.array([1e4])}, "cell": rnn})
     bahdanau_decode_step.check(function, cases + [
+        case("the task's batch whose masked position 1 of sequence 0 has the score 1e4", *large,
+             mask=np.array([[True, False, True], [True, True, False]]), cell="rnn"),
         case("the task's example", *example, {"attention": attention, "cell": rnn}, cell="rnn"),
         case("the task's example with position 1 masked", *example, {"attention": attention, "cell": rnn},
              mask=np.array([[True, False]]), cell="rnn"),

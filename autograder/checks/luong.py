@@ -1,6 +1,7 @@
 """Hidden checks for the Luong attention exercise, as case tables (`engine.cases`): per task the
 mistakes it knows (a transposed W_a, [h_s ; h_t] instead of [h_t ; h_s], [h_t ; c_t] instead of
-[c_t ; h_t], a missing tanh, sigmoid or factor S, a softmax over the wrong axis, an ignored mask, a
+[c_t ; h_t], a decoder state not repeated over the source positions, a missing tanh, sigmoid or
+factor S, a softmax over the wrong axis, an ignored mask, a maximum taken over masked scores too, a
 window off by one, a wrong σ, a Gaussian before the softmax, renormalised weights, 1-based positions,
 a local-m that still applies the Gaussian) and the facts of every right value; per check its cases.
 Both attentions are judged with the reference's score functions standing in for the student's.
@@ -14,6 +15,7 @@ from solutions.scaled_dot_product import masked_softmax
 
 from autograder.engine.cases import Exercise, Fact, Mistake, Output, case, given, mask_mistakes, weight_facts
 from autograder.engine.harness import seeded
+from .scaled_dot_product import max_over_masked
 
 SEED = 150804025  # the paper's arXiv number, 1508.04025
 # The tasks' visible examples: two source states, the dot score, W_c sends [c ; h] to [c_0, h_0]
@@ -103,6 +105,10 @@ concat_score = exercise.task("concat_score", hint="each score should be v_a · t
                 h_t, H_s, np.concatenate(np.split(W_a, 2)[::-1]), v_a)),
     Mistake("apply tanh to [h_t ; h_s] @ W_a before the dot product with v_a", lambda h_t, H_s, W_a, v_a: (
         (h_t @ W_a[:h_t.shape[1]])[:, None, :] + H_s @ W_a[h_t.shape[1]:]) @ v_a),
+    Mistake("the decoder state h_t is not repeated over the source positions: h_t[b] goes with every position of "
+            "sentence b; insert the source axis, h_t[:, None, :], before combining it with H_s",
+            lambda h_t, H_s, W_a, v_a: np.tanh(h_t @ W_a[:h_t.shape[1]] + H_s @ W_a[h_t.shape[1]:]) @ v_a,
+            when=lambda h_t, H_s, **_: h_t.shape[0] == H_s.shape[1]),
     _transposed(reference.concat_score)])
 luong_attention = exercise.task("luong_attention", order=("weights", "context", "h_tilde"), outputs=[
     Output("h_tilde", hint="it should be tanh([c_t ; h_t] @ W_c)", mistakes=[
@@ -122,7 +128,9 @@ luong_attention = exercise.task("luong_attention", order=("weights", "context", 
                                  reference._score(h_t, H_s, params, score), mask, axis=0),
                              when=lambda h_t, **_: len(h_t) > 1),
                      *mask_mistakes(masked_softmax, lambda h_t, H_s, params, score, mask: (
-                         reference._score(h_t, H_s, params, score), mask, -1), keys="positions", row="a row")],
+                         reference._score(h_t, H_s, params, score), mask, -1), keys="positions", row="a row"),
+                     max_over_masked(lambda h_t, H_s, params, score, mask: (
+                         reference._score(h_t, H_s, params, score), mask, -1), keys="positions")],
            facts=weight_facts(keys="positions", row="a row"))])
 predictive_position = exercise.task(
     "predictive_position", hint="p_t should be S · σ(tanh(h_t @ W_p) @ v_p)", mistakes=[
@@ -190,11 +198,14 @@ def check_concat_score(function):
     rng = seeded(SEED + 2)
     cases = []
     for description, B, S, d, d_a, scale in [
+            ("a batch with B = S = 3 (d=2, d_a=3)", 3, 3, 2, 3, 1.0),
             ("a batch (B=2, S=5, d=3, d_a=4)", 2, 5, 3, 4, 1.0), ("B=1, S=3, d=2, d_a=1", 1, 3, 2, 1, 1.0),
             ("B=3, S=4, d=4, d_a=7", 3, 4, 4, 7, 1.0), ("B=2, S=6, d=2, d_a=3 with large states", 2, 6, 2, 3, 20.0)]:
         h_t, H_s = _states(rng, B, S, d, scale)
         cases.append(case(description, h_t, H_s, rng.normal(size=(2 * d, d_a)), rng.normal(size=d_a)))
-    concat_score.check(function, cases)
+    task = (np.array([[1.0], [-1.0]]), np.array([[[1.0], [0.0]], [[1.0], [0.0]]]), np.array([[1.0], [-1.0]]),
+            np.array([1.0]))
+    concat_score.check(function, cases + [case("the task's two sentences (B = S = 2, d = d_a = 1)", *task)])
 
 
 def _attention_case(description, score, problem, mask=None):
@@ -216,7 +227,9 @@ def check_luong_attention(function):
         _attention_case("the task's example with score='general'", "general",
                         (h_t, H_s, {**params, "W_a": 2 * np.eye(2)})),
         _attention_case("the task's example twice in a batch", "dot",
-                        (np.concatenate([h_t, h_t]), np.concatenate([H_s, H_s]), params))])
+                        (np.concatenate([h_t, h_t]), np.concatenate([H_s, H_s]), params)),
+        _attention_case("the task's batch of two different sentences", "dot",
+                        (np.array([[np.log(3.0), 0.0], [0.0, 0.0]]), np.concatenate([H_s, H_s]), params))])
 
 
 def check_luong_attention_masks(function):
@@ -226,9 +239,14 @@ def check_luong_attention_masks(function):
     padding = np.arange(S) < np.array([5, 3, 1])[:, None]  # (B, S)
     fully_masked = np.ones((B, S), dtype=bool)
     fully_masked[1] = False
+    large = _problem(rng, B, S, 4)
+    large[0][0] = [1.0, 0.0, 0.0, 0.0]
+    large[1][0, 4] = [1e4, 0.0, 0.0, 0.0]                    # the score 1e4, masked: sentence 0 has length 4
     luong_attention.check(function, [
         _attention_case("a padding mask (lengths 5, 3, 1)", "general", _problem(rng, B, S, d), padding),
         _attention_case("a batch whose second row is all masked", "dot", _problem(rng, B, S, d), fully_masked),
+        _attention_case("a masked position whose score is 1e4 (lengths 4, 3, 1)", "dot", large,
+                        np.arange(S) < np.array([4, 3, 1])[:, None]),
         _attention_case("a mask with score='concat'", "concat", _problem(rng, 2, 4, 2, d_a=3),
                         np.array([[True, False, True, True], [False, True, True, False]])),
         _attention_case("a padding mask with scores of about 1e4", "dot", _problem(rng, B, S, 4, scale=60.0), padding),

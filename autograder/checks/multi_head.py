@@ -162,13 +162,17 @@ def check_split_heads(function):
     rng = seeded(SEED)
     split_heads.check(function, [case(f"X of shape {(B, T, d)} with num_heads={h}", rng.normal(size=(B, T, d)), h)
                                  for B, T, d, h in [(2, 3, 8, 2), (1, 5, 12, 3), (3, 4, 6, 6), (2, 4, 8, 4),
-                                                    (2, 3, 6, 1)]])
+                                                    (2, 3, 6, 1)]]
+                       + [case("the task's two sequences of two tokens (0 … 11 and 12 … 23), num_heads=3",
+                               np.arange(24.0).reshape(2, 2, 6), 3)])
 
 
 def check_merge_heads(function):
     rng = seeded(SEED + 1)
     merge_heads.check(function, [case(f"X of shape {shape} (B, h, T, d_head)", rng.normal(size=shape))
-                                 for shape in [(2, 2, 3, 4), (1, 3, 5, 4), (3, 6, 4, 1), (2, 4, 4, 4), (2, 1, 3, 6)]])
+                                 for shape in [(2, 2, 3, 4), (1, 3, 5, 4), (3, 6, 4, 1), (2, 4, 4, 4), (2, 1, 3, 6)]]
+                       + [case("the task's heads of two sequences", np.arange(24.0).reshape(2, 2, 3, 2).transpose(
+                           0, 2, 1, 3))])
 
 
 def check_multi_head_attention(function):
@@ -190,7 +194,9 @@ def check_multi_head_attention(function):
         case("the task's example with a second query of zeros", np.concatenate([Q, np.zeros_like(Q)], axis=1), K, V,
              params, 2),
         case("the task's example with W_o and b_o", Q, K, V, with_o, 2),
-        case("the task's example with the query in b_q", np.zeros_like(Q), K, V, {**with_o, "b_q": Q[0, 0]}, 2)])
+        case("the task's example with the query in b_q", np.zeros_like(Q), K, V, {**with_o, "b_q": Q[0, 0]}, 2),
+        case("the task's batch of two sequences, the second with its keys swapped", np.concatenate([Q, Q]),
+             np.concatenate([K, K[:, ::-1]]), np.concatenate([V, V]), params, 2)])
 
 
 def check_multi_head_attention_masks(function):
@@ -205,6 +211,11 @@ def check_multi_head_attention_masks(function):
     fully_masked[1, 0, 2, :] = False                                   # query 2 of sequence 1
     Q_cross, K_cross, V_cross, params_cross = _problem(rng, B, 2, 6, 12)
     example = (*_example(), 2)
+    Q_ex, K_ex, V_ex, params_ex = _example()
+    K_large = K_ex.copy()
+    K_large[0, 1, :2] = 1e4                                            # head 0's score 1e4 ln 3 on key 1
+    B_large = [rng.normal(size=(2, n, d_model)) for n in (3, 4, 4)]
+    B_large[0][0, 0], B_large[1][0, 3] = np.eye(d_model)[0], 1e4 * np.eye(d_model)[0]  # score 1e4, masked
     attention.check(function, [each.on_raise(_AS_GIVEN, case("without the mask", *each.args[:5])) for each in [
         case("a padding mask of shape (B, 1, 1, T_k)", X, X, X, params, h, padding),
         case("a causal mask of shape (T, T)", X, X, X, params, h, causal),
@@ -214,5 +225,11 @@ def check_multi_head_attention_masks(function):
         case("cross-attention (T_q=2, T_k=6, num_heads=3) with a padding mask (B, 1, 1, T_k)",
              Q_cross, K_cross, V_cross, params_cross, 3, padding_mask(np.array([6, 4, 1]), 6)[:, None, None, :]),
         case("the task's example with key 1 masked", *example, np.array([True, False]).reshape(1, 1, 1, 2)),
+        case("a masked key whose score is 5e3 in head 0 of sequence 0 (identity projections, lengths 3, 2)",
+             *B_large, params_ex, 2,
+             padding_mask(np.array([3, 2]), 4)[:, None, None, :]),
+        case("the task's batch whose masked key 1 of sequence 0 has a score of 1e4 ln 3 in head 0",
+             np.concatenate([Q_ex, Q_ex]), np.concatenate([K_large, K_ex]), np.concatenate([V_ex, V_ex]), params_ex,
+             2, np.array([[True, False], [True, True]]).reshape(2, 1, 1, 2)),
         case("the task's example with a different mask per head", *example,
              np.array([[[[True, False]], [[False, True]]]]))]])

@@ -146,7 +146,8 @@ def check_add_positional_encoding(function):
         case("a batch X of shape (4, 9, 16)", rng.normal(size=(4, 9, 16))),
         case("a batch X of shape (6, 2, 4)", rng.normal(size=(6, 2, 4))),
         case("the task's ones of shape (3, 4)", np.ones((3, 4))),
-        case("the task's zeros of shape (2, 3, 4)", np.zeros((2, 3, 4)))]])
+        case("the task's zeros of shape (2, 3, 4)", np.zeros((2, 3, 4))),
+        case("the task's batch of zeros and ones, shape (2, 3, 4)", np.stack([np.zeros((3, 4)), np.ones((3, 4))]))]])
 
 
 def check_rotary_embedding(function):
@@ -156,7 +157,9 @@ def check_rotary_embedding(function):
         case("X of shape (6, 8)", rng.normal(size=(6, 8))),
         case("a batch X of shape (2, 5, 16)", rng.normal(size=(2, 5, 16))),
         case("X of shape (2, 3, 4, 6), with batch and head axes", rng.normal(size=(2, 3, 4, 6))),
-        case("a long sequence X of shape (60, 64)", rng.normal(size=(60, 64)))])
+        case("a long sequence X of shape (60, 64)", rng.normal(size=(60, 64))),
+        case("the task's batch of two sequences of three tokens, [1, 0] and [0, 1] (B=2, T=3, d=2)",
+             np.stack([np.tile([1.0, 0.0], (3, 1)), np.tile([0.0, 1.0], (3, 1))]))])
 
 
 def check_rotary_positions(function):
@@ -169,4 +172,6 @@ def check_rotary_positions(function):
         case("a batch X of shape (2, 3, 4, 8) at positions [100, 101, 102, 103]", rng.normal(size=(2, 3, 4, 8)),
              np.arange(100, 104)),
         case("a batch X of shape (2, 5, 6) with positions of shape (2, 5), one row per sequence",
-             rng.normal(size=(2, 5, 6)), np.array([[0, 1, 2, 3, 4], [0, 0, 0, 1, 2]]))])
+             rng.normal(size=(2, 5, 6)), np.array([[0, 1, 2, 3, 4], [0, 0, 0, 1, 2]])),
+        case("the task's batch of [1, 0] tokens and [0, 1] tokens at positions [[0, 1], [2, 3]]",
+             np.array([[[1.0, 0.0], [1.0, 0.0]], [[0.0, 1.0], [0.0, 1.0]]]), np.array([[0, 1], [2, 3]]))])

@@ -214,14 +214,23 @@ def check_rnn_cell(function):
     rnn_cell.check(function, _cell_cases(seeded(SEED), "rnn", [
         ("a batch of 3 with d_in=4 and d_h=5", 3, 4, 5, 1.0), ("one row with d_in = d_h = 3", 1, 3, 3, 1.0),
         ("a batch of 2 with d_in=2 and d_h=6", 2, 2, 6, 1.0),
-        ("inputs of size about 30, where tanh saturates", 2, 3, 4, 30.0)]))
+        ("inputs of size about 30, where tanh saturates", 2, 3, 4, 30.0)]) + [
+        case("the task's batch of two different rows", np.array([[1.0, 2.0], [0.0, 2.0]]),
+             np.array([[0.5, -0.5], [0.0, 0.0]]), {"W_xh": np.array([[1.0, 0.0], [0.0, 0.5]]),
+                                                   "W_hh": np.array([[0.0, 2.0], [1.0, 1.0]]),
+                                                   "b_h": np.array([0.0, -2.0])})])
 
 
 def check_gru_cell(function):
     gru_cell.check(function, _cell_cases(seeded(SEED + 1), "gru", [
         ("a batch of 3 with d_in=4 and d_h=5", 3, 4, 5, 1.0), ("a batch of 2 with d_in = d_h = 3", 2, 3, 3, 1.0),
         ("one row with d_in=2 and d_h=4", 1, 2, 4, 1.0),
-        ("inputs of size about 20, where the gates saturate", 2, 3, 4, 20.0)]))
+        ("inputs of size about 20, where the gates saturate", 2, 3, 4, 20.0)]) + [
+        case("the task's batch of two different rows", np.array([[1.0], [0.0]]), np.array([[0.8, -0.4], [0.0, 0.0]]),
+             {"W_xz": np.zeros((1, 2)), "W_hz": np.zeros((2, 2)), "b_z": np.array([np.log(3.0), 0.0]),
+              "W_xr": np.zeros((1, 2)), "W_hr": np.zeros((2, 2)), "b_r": np.array([np.log(3.0), -np.log(3.0)]),
+              "W_xh": np.array([[0.5, -0.5]]), "W_hh": np.array([[0.0, 1.0], [1.0, 0.0]]),
+              "b_h": np.array([0.1, -0.1])})])
 
 
 def _saturated_gru(d_in, d_h):
@@ -263,7 +272,10 @@ def check_decode_step(function):
     decode_step.check(function, cases + [
         case("the task's example", *example, {"W_xh": np.array([[1.0, 1.0], [0.0, 0.0], [0.0, 0.0]]),
                                               "W_hh": 0.5 * np.eye(2), "b_h": np.zeros(2)}),
-        case("the task's example with a saturated GRU", *example, _saturated_gru(3, 2), "gru")])
+        case("the task's example with a saturated GRU", *example, _saturated_gru(3, 2), "gru"),
+        case("the task's batch of two different rows", np.array([[0.5], [-0.5]]), np.array([[0.2, 0.4], [0.0, 0.0]]),
+             np.array([[-0.5, 1.0], [0.0, 0.0]]), {"W_xh": np.array([[1.0, 1.0], [0.0, 0.0], [0.0, 0.0]]),
+                                                   "W_hh": 0.5 * np.eye(2), "b_h": np.zeros(2)})])
 
 
 def _task_model():

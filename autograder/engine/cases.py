@@ -415,7 +415,8 @@ def _same(actual, value):
 def weight_facts(keys="keys", row="a query"):
     """The facts of the weights of every masked softmax over `keys`, whatever its scores: finite, 0
     where the case's `mask` argument (None: none; broadcast to the weights) is False, all 0 for `row`
-    whose `keys` are all masked (along the case's `axis` argument, default the last)."""
+    whose `keys` are all masked (along the case's `axis` argument, default the last), summing to 1
+    along that axis for every other."""
     def allowed(actual, mask=None, **_):
         return np.ones(np.shape(actual), dtype=bool) if mask is None else np.broadcast_to(mask, np.shape(actual))
 
@@ -430,7 +431,11 @@ def weight_facts(keys="keys", row="a query"):
             Fact(f"{{name}}: {row} whose {keys} are all masked must get all-zero weights.",
                  lambda actual, **arguments: np.allclose(actual[empty(actual, **arguments)], 0.0)),
             Fact(f"{{name}}: masked {keys} must get weight 0.",
-                 lambda actual, **arguments: np.allclose(actual[~allowed(actual, **arguments)], 0.0))]
+                 lambda actual, **arguments: np.allclose(actual[~allowed(actual, **arguments)], 0.0)),
+            Fact(f"{{name}} do not sum to 1: the weights of {row} must sum to 1 over the {keys} it keeps.",
+                 lambda actual, axis=-1, **arguments: np.allclose(
+                     np.sum(actual, axis=axis, keepdims=True)[~empty(actual, axis=axis, **arguments).any(
+                         axis=axis, keepdims=True)], 1.0))]
 
 
 def mask_mistakes(softmax, inputs, keys="keys", row="a query", ignored=None):

@@ -297,6 +297,12 @@ def mha_backward_bias_not_summed_over_batch(Q, K, V, params, num_heads, grad_out
                          lambda W: W.T, _xt_g, 1)
 
 
+def mha_backward_projection_bias_grads_zero(Q, K, V, params, num_heads, grad_output, mask=None):
+    # b_o's gradient right, but those of b_q, b_k and b_v taken for 0, as b_k's is
+    grad_Q, grad_K, grad_V, grads = multi_head_attention_backward(Q, K, V, params, num_heads, grad_output, mask)
+    return grad_Q, grad_K, grad_V, {**grads, **{f"b_{n}": np.zeros_like(params[f"b_{n}"]) for n in "qkv"}}
+
+
 def mha_backward_mask_ignored(Q, K, V, params, num_heads, grad_output, mask=None):
     return _mha_backward(Q, K, V, params, num_heads, grad_output, None,
                          lambda W: W.T, _xt_g, (0, 1))
@@ -354,6 +360,8 @@ MISTAKES = {
                               "check_multi_head_attention_backward", "it is transposed"),
     "mha-bias-not-summed": (MHA, mha_backward_bias_not_summed_over_batch,
                             "check_multi_head_attention_backward", "sum it over the batch and time axes"),
+    "mha-projection-bias-grads-zero": (MHA, mha_backward_projection_bias_grads_zero,
+                                       "check_multi_head_attention_backward", "it is 0: for Y = X @ W + b"),
     "mha-mask-ignored": (MHA, mha_backward_mask_ignored, "check_multi_head_attention_backward",
                          "the mask is ignored"),
 }

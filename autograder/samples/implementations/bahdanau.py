@@ -195,6 +195,15 @@ def softmax_mask_after(scores, mask=None, axis=-1):
     return weights if mask is None else weights * mask
 
 
+def softmax_max_over_masked(scores, mask=None, axis=-1):
+    # the maximum of every score, masked ones included, then the masked weights zeroed
+    e = np.exp(scores - scores.max(axis=axis, keepdims=True))
+    if mask is not None:
+        e = e * mask
+    total = e.sum(axis=axis, keepdims=True)
+    return e / np.where(total == 0, 1, total)
+
+
 def softmax_ignores_axis(scores, mask=None, axis=-1):
     if mask is not None:
         scores = np.where(mask, scores, -np.inf)
@@ -341,6 +350,9 @@ MISTAKES = {
         "masked_softmax", softmax_nan_when_all_masked, "check_masked_softmax", "NaN"),
     "bahdanau-softmax-mask-after": (
         "masked_softmax", softmax_mask_after, "check_masked_softmax", "before the softmax"),
+    "bahdanau-softmax-max-over-masked": (
+        "masked_softmax", softmax_max_over_masked, "check_masked_softmax",
+        "the maximum subtracted before exp"),
     "bahdanau-softmax-ignores-axis": (
         "masked_softmax", softmax_ignores_axis, "check_masked_softmax",
         "not along axis"),

@@ -136,6 +136,13 @@ def concat_without_tanh(h_t, H_s, W_a, v_a):
     return (pairs @ W_a) @ v_a
 
 
+def concat_state_not_broadcast(h_t, H_s, W_a, v_a):
+    # h_t @ W_top is (B, d_a): added to (B, S, d_a) it lines up with the positions, not the
+    # sentences (right for B = 1 only)
+    d = h_t.shape[1]
+    return np.tanh(h_t @ W_a[:d] + H_s @ W_a[d:]) @ v_a
+
+
 def attention_softmax_over_batch(h_t, H_s, params, score="general", mask=None):
     scores = general_score(h_t, H_s, params["W_a"]) if score == "general" else (
         dot_score(h_t, H_s) if score == "dot"
@@ -226,6 +233,20 @@ def attention_mask_after_softmax(h_t, H_s, params, score="general", mask=None):
     weights = e / e.sum(axis=-1, keepdims=True)
     if mask is not None:
         weights = weights * mask
+    context = np.einsum("bs,bsd->bd", weights, H_s)
+    return np.tanh(np.concatenate([context, h_t], axis=-1) @ params["W_c"]), context, weights
+
+
+def attention_max_over_masked(h_t, H_s, params, score="general", mask=None):
+    # the maximum of every score, masked ones included, then the masked weights zeroed
+    scores = general_score(h_t, H_s, params["W_a"]) if score == "general" else (
+        dot_score(h_t, H_s) if score == "dot"
+        else concat_score(h_t, H_s, params["W_a"], params["v_a"]))
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    if mask is not None:
+        e = e * mask
+    total = e.sum(axis=-1, keepdims=True)
+    weights = e / np.where(total == 0, 1.0, total)
     context = np.einsum("bs,bsd->bd", weights, H_s)
     return np.tanh(np.concatenate([context, h_t], axis=-1) @ params["W_c"]), context, weights
 
@@ -436,6 +457,8 @@ MISTAKES = {
                              "decoder state first"),
     "luong-concat-without-tanh": ("concat_score", concat_without_tanh, "check_concat_score",
                                   "apply tanh"),
+    "luong-concat-state-not-broadcast": ("concat_score", concat_state_not_broadcast, "check_concat_score",
+                                         "insert the source axis"),
     "luong-attention-softmax-over-batch": ("luong_attention", attention_softmax_over_batch,
                                            "check_luong_attention", "over the S source positions"),
     "luong-attention-h-tilde-swapped": ("luong_attention", attention_h_tilde_swapped,
@@ -453,6 +476,8 @@ MISTAKES = {
                                      "the mask is ignored"),
     "luong-attention-mask-after-softmax": ("luong_attention", attention_mask_after_softmax,
                                            "check_luong_attention_masks", "before the softmax"),
+    "luong-attention-max-over-masked": ("luong_attention", attention_max_over_masked,
+                                        "check_luong_attention_masks", "the maximum subtracted before exp"),
     "luong-attention-uniform-when-fully-masked": ("luong_attention",
                                                   attention_uniform_when_fully_masked,
                                                   "check_luong_attention_masks", "all-zero weights"),

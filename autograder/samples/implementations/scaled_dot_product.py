@@ -110,6 +110,17 @@ def attention_mask_after_softmax(Q, K, V, mask=None):
     return weights @ V, weights
 
 
+def attention_max_over_masked(Q, K, V, mask=None):
+    # the maximum of every score, masked ones included, then the masked weights zeroed
+    scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    if mask is not None:
+        e = e * mask
+    total = e.sum(axis=-1, keepdims=True)
+    weights = e / np.where(total == 0, 1.0, total)
+    return weights @ V, weights
+
+
 def attention_uniform_when_fully_masked(Q, K, V, mask=None):
     # a large negative fill: a fully masked row becomes uniform, not zero
     scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
@@ -195,6 +206,8 @@ MISTAKES = {
                                "check_attention_masks", "the mask is ignored"),
     "attention-mask-after-softmax": ("scaled_dot_product_attention", attention_mask_after_softmax,
                                      "check_attention_masks", "before the softmax"),
+    "attention-max-over-masked": ("scaled_dot_product_attention", attention_max_over_masked,
+                                  "check_attention_masks", "the maximum subtracted before exp"),
     "attention-uniform-when-fully-masked": ("scaled_dot_product_attention",
                                             attention_uniform_when_fully_masked,
                                             "check_attention_masks", "all-zero weights"),
