@@ -11,6 +11,7 @@ they can fix: their page says it was not their fault, and the traceback is kept 
 instructor (`Check.trace`).
 """
 
+import dataclasses
 import re
 import traceback
 
@@ -61,19 +62,35 @@ def run_test(test, visible, sandbox, secret, earlier=(), names=None):
     return _passed(test, visible, stood_in, failed)
 
 
+JUDGED_WITH = "Judged with a correct "  # the message of a task that kept its points beside a wrong neighbour
+
+
 def _passed(test, visible, stood_in, failed):
     """The Check of hidden checks that passed: full points, unless the visible checks failed on the
     task's own code."""
     if visible["error"] is not None and stood_in:
         # The hidden checks, which include the visible check's cases, passed with the reference's
         # versions of the student's other functions standing in: the visible failure came from those
-        # (whose own checks take their points), not from this task's code.
-        return Check(test.grade_id, test.points, test.points,
-                     f"Right when judged with a correct {' and '.join(sorted(stood_in))}; in the notebook, "
-                     f"{failure_message(visible['error'])}")
+        # (whose own checks take their points), not from this task's code. One story: full points,
+        # and which neighbours it was judged without (`only_lost`), never the notebook's failure.
+        return Check(test.grade_id, test.points, test.points, JUDGED_WITH + " and ".join(sorted(stood_in)))
     if visible["error"] is not None:
         return failed("")
     return Check(test.grade_id, test.points, test.points)
+
+
+def only_lost(checks):
+    """`checks` with each "Judged with a correct E" naming only the neighbours E whose own check
+    cells (test_E, test_E_...) lost points: a right neighbour is not news."""
+    lost = {check.name for check in checks if check.score < check.max_score}
+
+    def kept(check):
+        if not check.message.startswith(JUDGED_WITH):
+            return check
+        names = [name for name in check.message[len(JUDGED_WITH):].split(" and ")
+                 if any(own == f"test_{name}" or own.startswith(f"test_{name}_") for own in lost)]
+        return dataclasses.replace(check, message=JUDGED_WITH + " and ".join(names) if names else "")
+    return [kept(check) for check in checks]
 
 
 def _missing_name(error, names):

@@ -31,7 +31,7 @@ from . import export, nbgrader_course, sandboxes, tasks
 from .collect import MAX_NOTEBOOK_BYTES, SUBMITTED, problem_of
 from .course import source_files
 from .flags import flags
-from .hidden import earlier_cells, notebook_names, run_test
+from .hidden import earlier_cells, notebook_names, only_lost, run_test
 from .results import GRADER, GRADER_ERROR, Check, Graded, Result, worst
 from .sandbox import SandboxStopped
 
@@ -197,7 +197,7 @@ class CourseAssignment(Assignment):
             sandboxes.on_task(run.sandbox, titles.get(test.grade_id))  # for its messages
             checks.append(run_test(test, visible.get(test.grade_id), run.sandbox, secret,
                                    earlier.get(test.grade_id, []), names))
-        return checks
+        return only_lost(checks)
 
     @functools.cached_property
     def names(self):

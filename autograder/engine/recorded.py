@@ -16,8 +16,10 @@ function. After the block:
 - it passed, and the student's own version of a function that answered differs from the record
   (or is unfinished): one line says so, the task itself passes;
 - it failed after a call the record does not hold went to the student's own function: when that
-  function is unfinished, the task cannot be judged yet (`NotChecked`, "fix ... first"); else the
-  failure stands, and one line says which of the student's own functions it was judged with.
+  function is unfinished or wrong on the recorded inputs, the task cannot be judged yet: one line
+  says so ("Not checked yet: ... Fix E first.") and the cell goes on (at grading, and under plain
+  nbgrader, its hidden checks judge it with correct neighbours); else the failure stands, and one
+  line says which of the student's own functions it was judged with.
 
 This file is copied into every notebook's helper cell (after checking.py and standins.py, whose
 names it uses there), so it imports nothing but the standard library and NumPy.
@@ -29,13 +31,14 @@ import inspect
 
 import numpy as np
 
-from .checking import RTOL, ATOL, CheckFailed
+from .checking import RTOL, ATOL
 from .standins import own_copy, swap, swappable, undoing
 
 
-class NotChecked(CheckFailed):
-    """A task that cannot be judged yet: a function of an earlier task that it calls, on inputs
-    the record does not hold, is not finished."""
+PASSED_BESIDE = "Passed, checked with a correct "  # the line of a task that passed beside a wrong neighbour
+
+
+NOT_CHECKED = "Not checked yet: "  # the line of a task that cannot be judged in the notebook yet
 
 
 def same_argument(given, recorded):
@@ -141,8 +144,8 @@ def on_its_own(name, record=None):
                     return copying.deepcopy(value)
             try:
                 result = own(*args, **kwargs)
-            except NotImplementedError:
-                forwarded[called] = "is not finished"
+            except NotImplementedError as error:
+                forwarded[_raised_in(error, called)] = "is not finished"
                 raise
             forwarded.setdefault(called, "answered")
             return result
@@ -162,8 +165,9 @@ def on_its_own(name, record=None):
                      if verdict}
         if wrong:
             called, verdict = next(iter(wrong.items()))
-            raise NotChecked(f"not checked yet: {name} called your {called} on inputs that are not recorded here, "
-                             f"and your {called} {verdict}. Fix {called} first.") from None
+            print(f"{NOT_CHECKED}{name} called your {called} on inputs that are not recorded here, and your "
+                  f"{called} {verdict}. Fix {called} first.")
+            return
         if forwarded and not isinstance(error, NotImplementedError):
             them = "it" if len(forwarded) == 1 else "them"
             print(f"(Judged with your own {' and '.join(sorted(forwarded))}: {name} called {them} on inputs "
@@ -177,8 +181,17 @@ def on_its_own(name, record=None):
              ((called, own_verdict(owns[called], answered[called], f"on the inputs {name} gives it")) for called in calls if called in answered)
              if verdict]
     if notes:
-        print(f"Passed, checked with a correct {' and '.join(c for c in calls if c in answered)}: "
+        print(f"{PASSED_BESIDE}{' and '.join(c for c in calls if c in answered)}: "
               f"{'; '.join(notes)} (its own check says more).")
+
+
+def _raised_in(error, called):
+    """The function of the notebook that raised `error` (its innermost frame's), else `called`."""
+    traceback = error.__traceback__
+    while traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    raiser = traceback.tb_frame.f_code.co_name
+    return raiser if callable(globals().get(raiser)) else called
 
 
 def literal(value, arrays=None):

@@ -5,7 +5,8 @@ The notebook runs as the grader runs it: fitted onto the released assignment
 then every cell once, in order, from a fresh process, in the same bubblewrap
 sandbox with the same limits. So a notebook that only worked because its
 cells were run out of order fails here too. Each check cell's visible checks
-give one line; the hidden checks are never run, and nothing of them is shown,
+give one line: ok, FAIL (and why), or "not checked yet" where the task calls an earlier one that
+must be fixed first (the line the cell printed: `recorded.on_its_own`); the notebook is ready only when every line is ok; the hidden checks are never run, and nothing of them is shown,
 except the resource rules (`assignment.Test.rules`): where its visible checks
 pass, a check cell's rules run as the grader runs them (the student's function
 in the same second sandbox, with the same limit and the same message), on the
@@ -21,6 +22,7 @@ from .course import assignments
 from .hidden import notebook_names, run_test
 from .kinds import read_notebook
 from .messages import failure_message
+from .recorded import NOT_CHECKED, PASSED_BESIDE
 from .sandboxes import on_task, sandbox_for
 from .sandbox import Limits, SandboxStopped, SandboxUnavailable, check_available
 
@@ -58,19 +60,34 @@ def validate(course, path, name=None, limits=Limits()):
         title = tasks.titles(course, name).get(test.grade_id, test.grade_id)
         if output is None:
             verdict = "FAIL: the notebook stopped before this check ran"
+        elif output["error"] is None and _printed(output, NOT_CHECKED):
+            verdict = _printed(output, NOT_CHECKED)[0].lower() + _printed(output, NOT_CHECKED)[1:]
         elif output["error"] is not None:
             verdict = f"FAIL: {failure_message(output['error'])}"
         elif broken.get(test.grade_id):
             verdict = f"FAIL: {broken[test.grade_id]}"
         else:
             verdict = "ok (visible checks" + (" and resource rules" if test.rules else "") + \
-                "; more checks run at grading)"
+                "; more checks run at grading)" + _neighbours_note(output)
         if not verdict.startswith("ok"):
             passed = False
             verdict += tasks.explained_in(course, name, test.grade_id)
         lines.append(f"{title} [{test.grade_id}, {test.points:g} point{'s' * (test.points != 1)}]: {verdict}")
     lines.append(assignments_.hidden_points_sentence(spec.hidden_points, spec.max_score))
     return passed and not problems and not sandbox.events, lines
+
+
+def _printed(output, start):
+    """The first line a check cell printed that begins with `start` (`recorded.on_its_own`'s), or ''."""
+    text = "".join(item.get("text", "") for item in output.get("outputs", ()) if item.get("name") == "stdout")
+    return next((line for line in text.splitlines() if line.startswith(start)), "")
+
+
+def _neighbours_note(output):
+    """What a passing check cell printed of the neighbours it was checked without ("Passed, checked
+    with a correct E: your E ..."), or ''."""
+    line = _printed(output, PASSED_BESIDE)
+    return f"; {line[len('Passed, '):]}" if line else ""
 
 
 def _broken_rule(course, name, test, visible, sandbox):

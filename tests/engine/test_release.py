@@ -5,9 +5,9 @@ import re
 import nbformat
 import pytest
 
-from autograder.engine import assignment, course
+from autograder.engine import assignment, course, recording
 from autograder.engine.release import (
-    CHECK_HELPERS, HELPERS_CELL, ReleaseError, release, stamp_given_cells, sync_check_helpers, sync_done_cell)
+    HELPERS_CELL, check_helpers, ReleaseError, release, stamp_given_cells, sync_check_helpers, sync_done_cell)
 from tests.support import COURSE
 
 SLUGS = course.assignments(COURSE)
@@ -37,7 +37,19 @@ def test_exercises_are_up_to_date(slug, regenerated):
 @pytest.mark.parametrize("slug", SLUGS)
 def test_instructor_helper_cell_is_autograder_checks_checking(slug):
     assert not sync_check_helpers(COURSE.source / slug / f"{slug}.ipynb"), (
-        "the helper cell differed from autograder/engine/checking.py: it has been synced, commit it")
+        "the helper cell differed from the engine's checking.py, standins.py and recorded.py: it has been synced, commit it")
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_the_recorded_answers_are_the_references_on_the_visible_inputs(slug):
+    """The record in each instructor notebook (and so in the released one) is what the course's
+    correct functions answer on the visible checks' inputs now: a stale record fails here."""
+    path = COURSE.source / slug / f"{slug}.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    found = recording.record(COURSE, slug, notebook)
+    cells = [c.source for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == recording.CELL]
+    assert cells == ([recording.source(found)] if found else []), (
+        f"the recorded answers of {path.name} are stale: run `make release` and commit the result")
 
 
 @pytest.mark.parametrize("slug", SLUGS)
@@ -114,7 +126,7 @@ def test_student_notebook_says_it_is_generated_and_holds_no_solution(slug):
         assert secret not in text
     assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code")
     helpers = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == HELPERS_CELL]
-    assert helpers[0].source == CHECK_HELPERS.read_text().rstrip("\n")
+    assert helpers[0].source == check_helpers()
 
 
 def validate(path, tmp_path, *flags):

@@ -161,22 +161,6 @@ def test_the_sandbox_still_serves_calls_after_stand_ins(functions):
     assert np.allclose(functions["attention"](SCORES, VALUES), wrong)
 
 
-def test_a_visible_check_beside_a_failing_earlier_task_says_fix_it_first(capsys):
-    from autograder.engine.checking import check_close, uses
-
-    def wrong_softmax(x):
-        return x
-    with uses("softmax", lambda: check_close(wrong_softmax(np.array([1.0, 1.0])), [0.5, 0.5], "softmax")):
-        check_close(np.zeros(1), np.ones(1), "attention")
-    assert "fix softmax first" in capsys.readouterr().out.replace("Fix", "fix")
-    with pytest.raises(CheckFailed, match="attention"):  # the earlier task passes: the task's own failure
-        with uses("softmax", lambda: check_close(softmax(np.array([1.0, 1.0])), [0.5, 0.5], "softmax")):
-            check_close(np.zeros(1), np.ones(1), "attention")
-    with pytest.raises(NotImplementedError):  # unfinished: as released, the cell fails
-        with uses("softmax", lambda: check_close(wrong_softmax(np.array([1.0, 1.0])), [0.5, 0.5], "softmax")):
-            raise NotImplementedError()
-
-
 class _Alive:
     alive, functions = True, {}
 
@@ -196,7 +180,7 @@ def test_under_grading_the_hidden_checks_decide_when_the_reference_stood_in(hidd
                                        f"from autograder.engine.checking import CheckFailed\n{hidden}")
     result = run_test(test, visible, _Alive(), None)
     assert result.score == score
-    assert ("Right when judged with a correct softmax" in result.message) == bool(score)
+    assert ("Judged with a correct softmax" in result.message) == bool(score)
 
 
 def test_the_checks_note_which_stand_ins_answered(functions):

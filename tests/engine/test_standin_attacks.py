@@ -417,4 +417,4 @@ def test_a_function_that_prints_keeps_its_points_beside_a_neighbour_that_printed
 def test_a_right_function_on_a_wrong_earlier_task_keeps_its_points(graded, student, earlier, later, points):
     assert _score(graded, student, earlier) == 0
     assert _score(graded, student, later) == points, graded[0][student, later]["message"]
-    assert graded[0][student, later]["message"].startswith("Right when judged with a correct ")
+    assert graded[0][student, later]["message"].startswith("Judged with a correct ")
