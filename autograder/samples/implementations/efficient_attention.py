@@ -246,7 +246,7 @@ def flash_attention_whole_score_matrix(Q, K, V, block_size=64, causal=False):
 
 
 def _flash(Q, K, V, block_size, causal, rescale_sum=True, rescale_output=True, scale=True,
-           align_start=False, nan_rows=False, lse="right", key_blocks=True):
+           align_start=False, nan_rows=False, lse="right", key_blocks=True, max_over_masked=False):
     """The reference's loops with one step changed."""
     T_q, d = Q.shape[-2:]
     T_k = K.shape[-2]
@@ -260,11 +260,11 @@ def _flash(Q, K, V, block_size, causal, rescale_sum=True, rescale_output=True, s
         top, total = np.full((*lead, n, 1), -np.inf), np.zeros((*lead, n, 1))
         acc = np.zeros((*lead, n, V.shape[-1]))
         for k0 in range(0, T_k, k_block):
-            s = q @ np.swapaxes(K[..., k0:k0 + k_block, :], -1, -2)
+            s = raw = q @ np.swapaxes(K[..., k0:k0 + k_block, :], -1, -2)
             if causal:
                 position = (0 if align_start else T_k - T_q) + np.arange(q0, q0 + n)
                 s = np.where(position[:, None] >= np.arange(k0, k0 + s.shape[-1]), s, -np.inf)
-            new_top = np.maximum(top, s.max(axis=-1, keepdims=True))
+            new_top = np.maximum(top, (raw if max_over_masked else s).max(axis=-1, keepdims=True))
             safe = new_top if nan_rows else np.where(np.isinf(new_top), 0.0, new_top)
             p = np.exp(s - safe)
             correction = np.exp(top - safe)
@@ -299,6 +299,7 @@ flash_attention_nan_for_empty_rows = _quiet(lambda *a: _flash(*a, nan_rows=True)
 flash_attention_lse_without_max = _quiet(lambda *a: _flash(*a, lse="no max"))
 flash_attention_lse_max_only = _quiet(lambda *a: _flash(*a, lse="max only"))
 flash_attention_lse_zero_for_empty_rows = _quiet(lambda *a: _flash(*a, lse="zero"))
+flash_attention_max_over_masked = _quiet(lambda *a: _flash(*a, max_over_masked=True))
 flash_attention_whole_key_rows = _quiet(lambda *a: _flash(*a, key_blocks=False))
 
 
@@ -452,6 +453,8 @@ MISTAKES = {
                               "logsumexp lacks the running maximum"),
     "flash-lse-max-only": (FLASH, flash_attention_lse_max_only, "check_flash_attention",
                            "logsumexp is the running maximum m only"),
+    "flash-max-over-masked-scores": (FLASH, flash_attention_max_over_masked, "check_flash_attention",
+                                     "whatever their score"),
     "flash-lse-zero-for-empty-rows": (FLASH, flash_attention_lse_zero_for_empty_rows, "check_flash_attention",
                                       "not 0"),
     "backward-whole-matrices": (BACKWARD, flash_backward_whole_matrices, "check_flash_attention_backward_memory",
