@@ -174,6 +174,30 @@ def _gqa(Q, K, V, params, num_heads, num_kv_heads, mask, tile=False, scale_size=
     return context @ params["W_o"] + params["b_o"], weights
 
 
+def _softmax_max_over_masked(scores, mask=None, axis=-1):
+    # its own masked softmax: the maximum taken over every score, the masked ones included, then the
+    # masked weights set to 0 (a masked score far above the others leaves 0 / 0)
+    e = np.exp(scores - scores.max(axis=axis, keepdims=True))
+    if mask is not None:
+        e = np.where(mask, e, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return e / e.sum(axis=axis, keepdims=True)
+
+
+def gqa_softmax_max_over_masked(Q, K, V, params, num_heads, num_kv_heads, mask=None):
+    B, T_q, d_model = Q.shape
+    d_head = d_model // num_heads
+    group = num_heads // num_kv_heads
+    if num_heads % num_kv_heads:
+        raise ValueError("num_heads must be a multiple of num_kv_heads")
+    q = (Q @ params["W_q"] + params["b_q"]).reshape(B, T_q, num_heads, d_head).transpose(0, 2, 1, 3)
+    k, v = ((X @ params[f"W_{n}"] + params[f"b_{n}"]).reshape(B, X.shape[1], num_kv_heads, d_head)
+            .transpose(0, 2, 1, 3).repeat(group, axis=1) for X, n in ((K, "k"), (V, "v")))
+    weights = _softmax_max_over_masked(q @ k.swapaxes(-1, -2) / np.sqrt(d_head), mask)
+    context = (weights @ v).transpose(0, 2, 1, 3).reshape(B, T_q, d_model)
+    return context @ params["W_o"] + params["b_o"], weights
+
+
 def gqa_interleaved_groups(Q, K, V, params, num_heads, num_kv_heads, mask=None):
     return _gqa(Q, K, V, params, num_heads, num_kv_heads, mask, tile=True)
 
@@ -426,6 +450,8 @@ MISTAKES = {
     "gqa-interleaved-groups": (GQA, gqa_interleaved_groups, "check_grouped_query_attention", "np.repeat, not np.tile"),
     "gqa-scaled-by-d-model": (GQA, gqa_scaled_by_d_model, "check_grouped_query_attention", "√d_model"),
     "gqa-mask-ignored": (GQA, gqa_mask_ignored, "check_grouped_query_attention", "the mask is ignored"),
+    "gqa-softmax-max-over-masked": (GQA, gqa_softmax_max_over_masked, "check_grouped_query_attention",
+                                    "a masked score, however large, must get weight exactly 0"),
     "gqa-no-value-error": (GQA, gqa_no_value_error, "check_grouped_query_attention", "should raise ValueError"),
     "sw-one-too-many": (SW, sliding_window_one_too_many, "check_sliding_window_mask", "keys: the window holds"),
     "sw-one-too-few": (SW, sliding_window_one_too_few, "check_sliding_window_mask", "keys: the window holds"),
@@ -454,7 +480,7 @@ MISTAKES = {
     "flash-lse-max-only": (FLASH, flash_attention_lse_max_only, "check_flash_attention",
                            "logsumexp is the running maximum m only"),
     "flash-max-over-masked-scores": (FLASH, flash_attention_max_over_masked, "check_flash_attention",
-                                     "whatever their score"),
+                                     "where query"),
     "flash-lse-zero-for-empty-rows": (FLASH, flash_attention_lse_zero_for_empty_rows, "check_flash_attention",
                                       "not 0"),
     "backward-whole-matrices": (BACKWARD, flash_backward_whole_matrices, "check_flash_attention_backward_memory",
