@@ -267,8 +267,8 @@ def check_grouped_query_attention(function):
     Q, K = rng.normal(size=(2, 3, 8)), rng.normal(size=(2, T_far, 8))
     K[:, far] *= 1000.0
     cases.append(case(f"B=2, T_q=3, T_k={T_far}, d_model=8, 4 heads, 2 key/value heads, where the masked key {far} "
-                      "has scores about 1e3 away from the others (above, for some queries)", Q, K, K, params(8, 4, 2), 4, 2,
-                      mask=(np.arange(T_far) != far)[None, None, None, :]))
+                      "has scores about 1e3 away from the others (above, for some queries)", Q, K, K,
+                      params(8, 4, 2), 4, 2, mask=(np.arange(T_far) != far)[None, None, None, :]))
     Q = rng.normal(size=(1, 2, 8))
     grouped_query_attention.check(function, cases + [case("num_heads=4, num_kv_heads=3", Q, Q, Q, params(8, 4, 3), 4, 3)
                                                      .rejected("4 query heads cannot be split into 3 equal groups")])

@@ -81,7 +81,8 @@ filter_logits = exercise.task(
                 when=lambda logits, top_k, top_p: top_k is not None and top_k < logits.shape[-1] and top_p is None),
         Mistake("the running sum of the nucleus goes on across the rows, but each row has its own nucleus "
                 "(np.cumsum along the last axis)", _filtered(across_rows=True),
-                when=lambda logits, top_k, top_p: top_k is None and (top_p or 1) < 1 and logits.size > logits.shape[-1]),
+                when=lambda logits, top_k, top_p: top_k is None and (top_p or 1) < 1
+                and logits.size > logits.shape[-1]),
         Mistake("it drops the token whose probability makes the sum reach top_p, but the nucleus is the shortest "
                 "prefix whose sum is ≥ top_p, so that token is kept", _filtered(strict=True),
                 when=lambda top_k, top_p, **_: top_k is None and (top_p or 1) < 1),
