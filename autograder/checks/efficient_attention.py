@@ -89,8 +89,12 @@ GQA_MISTAKES = [
             changed(reference.grouped_query_attention, mask=None))]
 GQA_HINT = ("project, split the queries into num_heads heads and the keys and values into num_kv_heads heads, attend "
             "with key/value head i // (num_heads // num_kv_heads), merge, then @ W_o + b_o")
+GQA_FINITE = Fact("{name} contains NaN or inf: every query here sees a key, and a masked score, however large, must "
+                  "get weight exactly 0 (mask the scores before the softmax takes its maximum).",
+                  lambda actual, mask=None, **_: mask is None or np.all(np.isfinite(actual)), first=True)
 grouped_query_attention = exercise.task("grouped_query_attention", order=("weight array", "output"), outputs=[
-    Output("output", GQA_HINT, GQA_MISTAKES), Output("weight array", GQA_HINT, GQA_MISTAKES)])
+    Output("output", GQA_HINT, GQA_MISTAKES, [GQA_FINITE]),
+    Output("weight array", GQA_HINT, GQA_MISTAKES, [GQA_FINITE])])
 sliding_window_mask = exercise.task(
     "sliding_window_mask", hint="query i stands at position p = T_k − T_q + i and sees key j iff 0 ≤ p − j < window",
     mistakes=[Mistake(lambda window, step=step, **_: f"each query sees {window + step} keys: the window holds the "
@@ -148,9 +152,11 @@ def _values_only(name, outputs):
     """The task `name` judged on its values alone (no mistake named): the reference's on float64 inputs."""
     function = getattr(reference, name)
     return exercise.task(name, graded=False, outputs=[Output(
-        output, "it should equal plain attention's (masked keys get weight 0, whatever their score)", facts=[_finite(
-            "every query here sees a key, and a masked score, however large, must get weight exactly 0 (mask the "
-            "scores before exp)")], expected=lambda got, i=i, **arguments: function(**{
+        output, "it should equal plain attention's on the same inputs", facts=[Fact(
+            "{name} contains NaN or inf: every query here sees a key, and a masked score, however large, must get "
+            "weight exactly 0 (mask the scores before exp).",
+            lambda actual, causal, **_: not causal or np.all(np.isfinite(actual)), first=True), _finite(
+            "every query here sees a key, so it is finite")], expected=lambda got, i=i, **arguments: function(**{
                 key: value.astype(float) if isinstance(value, np.ndarray) else value for key, value in arguments.items()
             })[i]) for i, output in enumerate(outputs)])
 
@@ -255,6 +261,14 @@ def check_grouped_query_attention(function):
         Q, K = rng.normal(size=(B, T_q, d_model)), rng.normal(size=(B, T_k, d_model))
         V = K if T_q == T_k else rng.normal(size=(B, T_k, d_model))
         cases.append(case(description, Q, K, V, params(d_model, h, g), h, g, mask=mask))
+    # a masked key (padding) whose scores are far from the others, about 1e3 above them for some query and head
+    T_far = int(rng.integers(4, 7))
+    far = int(rng.integers(0, T_far))
+    Q, K = rng.normal(size=(2, 3, 8)), rng.normal(size=(2, T_far, 8))
+    K[:, far] *= 1000.0
+    cases.append(case(f"B=2, T_q=3, T_k={T_far}, d_model=8, 4 heads, 2 key/value heads, where the masked key {far} "
+                      "has scores about 1e3 away from the others (above, for some queries)", Q, K, K,
+                      params(8, 4, 2), 4, 2, mask=(np.arange(T_far) != far)[None, None, None, :]))
     Q = rng.normal(size=(1, 2, 8))
     grouped_query_attention.check(function, cases + [case("num_heads=4, num_kv_heads=3", Q, Q, Q, params(8, 4, 3), 4, 3)
                                                      .rejected("4 query heads cannot be split into 3 equal groups")])

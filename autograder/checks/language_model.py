@@ -20,18 +20,22 @@ SEED = 19042751  # arXiv 1904.09751, Holtzman et al., "The curious case of neura
 FILTER = reference.filter_logits
 
 
-def _filtered(exactly_k=False, strict=False, higher_id_first=False):
-    """filter_logits with one step changed: top-k keeps ``exactly_k`` entries (ties broken by position), the
-    nucleus is ``strict`` (its sum stays below top_p) or takes the ``higher_id_first`` of equal probabilities."""
+def _filtered(exactly_k=False, strict=False, higher_id_first=False, across_rows=False, kth_of_all=False):
+    """filter_logits with one step changed: top-k keeps ``exactly_k`` entries (ties broken by position) or takes the
+    k-th largest of the whole array (``kth_of_all``), the nucleus is ``strict`` (its sum stays below top_p), takes the
+    ``higher_id_first`` of equal probabilities, or sums ``across_rows`` (np.cumsum without an axis)."""
     def gives(logits, top_k, top_p):
-        if exactly_k:  # the rank of each logit, in decreasing order, ties by position
+        if kth_of_all:
+            keep = logits >= np.sort(logits, axis=None)[-top_k]
+        elif exactly_k:  # the rank of each logit, in decreasing order, ties by position
             keep = np.argsort(np.argsort(-logits, axis=-1, kind="stable"), axis=-1, kind="stable") < top_k
         else:
             p = reference.softmax(logits, axis=-1)
             order = logits.shape[-1] - 1 - np.argsort(-p[..., ::-1], axis=-1, kind="stable") if higher_id_first \
                 else np.argsort(-p, axis=-1, kind="stable")
             sorted_p = np.take_along_axis(p, order, axis=-1)
-            kept_sorted = np.cumsum(sorted_p, axis=-1) - (0 if strict else sorted_p) < top_p
+            running = np.cumsum(sorted_p).reshape(sorted_p.shape) if across_rows else np.cumsum(sorted_p, axis=-1)
+            kept_sorted = running - (0 if strict else sorted_p) < top_p
             kept_sorted[..., 0] = True
             keep = np.take_along_axis(kept_sorted, np.argsort(order, axis=-1), axis=-1)
         return np.where(keep, logits, -np.inf)
@@ -72,6 +76,13 @@ filter_logits = exercise.task(
         Mistake("it keeps exactly top_k tokens, but ties at the boundary are all kept: keep every logit ≥ the k-th "
                 "largest", _filtered(exactly_k=True),
                 when=lambda logits, top_k, top_p: top_k is not None and top_k < logits.shape[-1] and top_p is None),
+        Mistake("the k-th largest is taken over all the rows, but each row keeps the entries ≥ its own k-th largest "
+                "(sort along the last axis)", _filtered(kth_of_all=True),
+                when=lambda logits, top_k, top_p: top_k is not None and top_k < logits.shape[-1] and top_p is None),
+        Mistake("the running sum of the nucleus goes on across the rows, but each row has its own nucleus "
+                "(np.cumsum along the last axis)", _filtered(across_rows=True),
+                when=lambda logits, top_k, top_p: top_k is None and (top_p or 1) < 1
+                and logits.size > logits.shape[-1]),
         Mistake("it drops the token whose probability makes the sum reach top_p, but the nucleus is the shortest "
                 "prefix whose sum is ≥ top_p, so that token is kept", _filtered(strict=True),
                 when=lambda top_k, top_p, **_: top_k is None and (top_p or 1) < 1),
@@ -125,7 +136,10 @@ def check_filter_logits(function):
     underflow[:, 1] = -1e4                          # probability exactly 0
     cube = np.round(rng.normal(size=(2, 2, V)), 1)
     mirrored = "on probabilities [0.3, 0.1, 0.3, 0.2, 0.1, 0, …] and their mirror image"
+    distinct = rng.normal(size=(int(rng.integers(3, 6)), V))      # rows that differ, no ties
     filter_logits.check(function, [case(text, logits, top_k=top_k, top_p=top_p) for logits, top_k, top_p, text in [
+        (distinct, 3, None, f"top_k=3 on {len(distinct)} rows of distinct logits (V={V})"),
+        (distinct, None, 0.6, f"top_p=0.6 on {len(distinct)} rows of distinct logits (V={V})"),
         (tied, 2, None, f"top_k=2 on logits whose 2nd and 3rd largest are equal (V={V})"),
         (tied, 1, None, "top_k=1 on a row with three equal maxima"),
         (base, V, None, f"top_k=V={V}"),
@@ -198,6 +212,8 @@ BOS, EOS = 1, 2
 BEAM_MISTAKES = {
     "live-slots": "finished hypotheses take no slot in its beam, but the beam_size best extensions are kept, "
                   "those ending with eos_id included (they leave the beam, which shrinks)",
+    "keep-slots": "finished hypotheses keep their place in its beam at later steps, but a finished hypothesis "
+                  "takes one of the beam_size places only at the step it finishes",
     "one-live": "only its best live hypothesis goes on to the next step, but every kept extension that does "
                 "not end with eos_id does"}
 
@@ -218,9 +234,10 @@ def beam_variant(src_tokens, params, num_heads, bos_id, eos_id, max_len, beam_si
         for _ in range(max_len):
             output, cache = decoder_step(np.array([h[-1] if h else bos_id for h in live]), cache, params, num_heads)
             total = live_log_p[:, None] + reference.log_softmax(output @ E.T)     # (beam, V)
-            kept, origins, taken = [], [], 0
+            kept, origins = [], []
+            taken = len(finished) if mistake == "keep-slots" else 0
             for flat in np.argsort(-total.ravel(), kind="stable"):
-                if taken == beam_size:
+                if taken >= beam_size:
                     break
                 origin, token = divmod(int(flat), E.shape[0])
                 hypothesis = live[origin] + [token]

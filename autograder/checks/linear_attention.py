@@ -28,13 +28,23 @@ FLOAT32 = (1e-4, 1e-5)  # (rtol, atol): float32 keeps about 7 digits; sums of T 
 EMPTY = "a query that sees no key gets an all-zero output (0 / (0 + eps) = 0), and every other output is finite"
 
 
-def _facts(finite=EMPTY):
-    """The facts of every output: of the float dtype of the inputs, finite (`finite` says why)."""
-    return [Fact("{name} has another dtype than its inputs: the result keeps the float dtype of the inputs.",
-                 lambda actual, **arguments: actual.dtype == np.result_type(
-                     *(a for a in arguments.values() if hasattr(a, "dtype"))), first=True),
-            Fact("{name} contains NaN or inf: " + finite + ".", lambda actual, **_: np.all(np.isfinite(actual)),
-                 first=True)]
+def _sees_nothing(causal=False, Q=None, K=None, **_):
+    """Whether a query of the case sees no key: causal, with more queries than keys."""
+    return bool(causal) and Q is not None and K is not None and np.shape(Q)[-2] > np.shape(K)[-2]
+
+
+def _facts(finite=None):
+    """The facts of every output: of the float dtype of the inputs, finite (`finite` says why; by default, on a
+    case where a query sees no key, `EMPTY`)."""
+    facts = [Fact("{name} has another dtype than its inputs: the result keeps the float dtype of the inputs.",
+                  lambda actual, **arguments: actual.dtype == np.result_type(
+                      *(a for a in arguments.values() if hasattr(a, "dtype"))), first=True)]
+    if finite is None:
+        facts.append(Fact("{name} contains NaN or inf: " + EMPTY + ".", lambda actual, **arguments: not _sees_nothing(
+            **arguments) or np.all(np.isfinite(actual)), first=True))
+    return facts + [Fact("{name} contains NaN or inf: " + (finite or "every query here sees a key, and every output "
+                                                                      "of finite inputs is finite") + ".",
+                         lambda actual, **_: np.all(np.isfinite(actual)), first=True)]
 
 
 def _ignored(variant):

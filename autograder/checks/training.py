@@ -166,7 +166,9 @@ def check_train(function):
                                     "adam_step(params, grads, state, lr=lr)"),
             (_without_b_k(_afresh(steps, batch_size, seed)),
              "are those of a loop that starts Adam afresh at every step: pass the state adam_step returned to the "
-             "next call")])
+             "next call"),
+            (_without_b_k(reference.train(steps - 1, batch_size, seed)),
+             f"are those of num_steps − 1 = {steps - 1} steps: the loop runs step = 1, 2, …, num_steps")])
         raise CheckFailed(f"after {on} the parameters " + (f"{cause}." if cause else (
             "differ from those of the loop the task describes: init_transformer(10, 16, 32, 1, seed=seed), rng = "
             "np.random.default_rng(seed), then for step = 1 … num_steps a batch reversal_batch(rng, batch_size, 4, "

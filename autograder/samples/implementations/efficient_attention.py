@@ -174,6 +174,30 @@ def _gqa(Q, K, V, params, num_heads, num_kv_heads, mask, tile=False, scale_size=
     return context @ params["W_o"] + params["b_o"], weights
 
 
+def _softmax_max_over_masked(scores, mask=None, axis=-1):
+    # its own masked softmax: the maximum taken over every score, the masked ones included, then the
+    # masked weights set to 0 (a masked score far above the others leaves 0 / 0)
+    e = np.exp(scores - scores.max(axis=axis, keepdims=True))
+    if mask is not None:
+        e = np.where(mask, e, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return e / e.sum(axis=axis, keepdims=True)
+
+
+def gqa_softmax_max_over_masked(Q, K, V, params, num_heads, num_kv_heads, mask=None):
+    B, T_q, d_model = Q.shape
+    d_head = d_model // num_heads
+    group = num_heads // num_kv_heads
+    if num_heads % num_kv_heads:
+        raise ValueError("num_heads must be a multiple of num_kv_heads")
+    q = (Q @ params["W_q"] + params["b_q"]).reshape(B, T_q, num_heads, d_head).transpose(0, 2, 1, 3)
+    k, v = ((X @ params[f"W_{n}"] + params[f"b_{n}"]).reshape(B, X.shape[1], num_kv_heads, d_head)
+            .transpose(0, 2, 1, 3).repeat(group, axis=1) for X, n in ((K, "k"), (V, "v")))
+    weights = _softmax_max_over_masked(q @ k.swapaxes(-1, -2) / np.sqrt(d_head), mask)
+    context = (weights @ v).transpose(0, 2, 1, 3).reshape(B, T_q, d_model)
+    return context @ params["W_o"] + params["b_o"], weights
+
+
 def gqa_interleaved_groups(Q, K, V, params, num_heads, num_kv_heads, mask=None):
     return _gqa(Q, K, V, params, num_heads, num_kv_heads, mask, tile=True)
 
@@ -246,7 +270,7 @@ def flash_attention_whole_score_matrix(Q, K, V, block_size=64, causal=False):
 
 
 def _flash(Q, K, V, block_size, causal, rescale_sum=True, rescale_output=True, scale=True,
-           align_start=False, nan_rows=False, lse="right", key_blocks=True):
+           align_start=False, nan_rows=False, lse="right", key_blocks=True, max_over_masked=False):
     """The reference's loops with one step changed."""
     T_q, d = Q.shape[-2:]
     T_k = K.shape[-2]
@@ -260,11 +284,11 @@ def _flash(Q, K, V, block_size, causal, rescale_sum=True, rescale_output=True, s
         top, total = np.full((*lead, n, 1), -np.inf), np.zeros((*lead, n, 1))
         acc = np.zeros((*lead, n, V.shape[-1]))
         for k0 in range(0, T_k, k_block):
-            s = q @ np.swapaxes(K[..., k0:k0 + k_block, :], -1, -2)
+            s = raw = q @ np.swapaxes(K[..., k0:k0 + k_block, :], -1, -2)
             if causal:
                 position = (0 if align_start else T_k - T_q) + np.arange(q0, q0 + n)
                 s = np.where(position[:, None] >= np.arange(k0, k0 + s.shape[-1]), s, -np.inf)
-            new_top = np.maximum(top, s.max(axis=-1, keepdims=True))
+            new_top = np.maximum(top, (raw if max_over_masked else s).max(axis=-1, keepdims=True))
             safe = new_top if nan_rows else np.where(np.isinf(new_top), 0.0, new_top)
             p = np.exp(s - safe)
             correction = np.exp(top - safe)
@@ -299,6 +323,7 @@ flash_attention_nan_for_empty_rows = _quiet(lambda *a: _flash(*a, nan_rows=True)
 flash_attention_lse_without_max = _quiet(lambda *a: _flash(*a, lse="no max"))
 flash_attention_lse_max_only = _quiet(lambda *a: _flash(*a, lse="max only"))
 flash_attention_lse_zero_for_empty_rows = _quiet(lambda *a: _flash(*a, lse="zero"))
+flash_attention_max_over_masked = _quiet(lambda *a: _flash(*a, max_over_masked=True))
 flash_attention_whole_key_rows = _quiet(lambda *a: _flash(*a, key_blocks=False))
 
 
@@ -425,6 +450,8 @@ MISTAKES = {
     "gqa-interleaved-groups": (GQA, gqa_interleaved_groups, "check_grouped_query_attention", "np.repeat, not np.tile"),
     "gqa-scaled-by-d-model": (GQA, gqa_scaled_by_d_model, "check_grouped_query_attention", "√d_model"),
     "gqa-mask-ignored": (GQA, gqa_mask_ignored, "check_grouped_query_attention", "the mask is ignored"),
+    "gqa-softmax-max-over-masked": (GQA, gqa_softmax_max_over_masked, "check_grouped_query_attention",
+                                    "a masked score, however large, must get weight exactly 0"),
     "gqa-no-value-error": (GQA, gqa_no_value_error, "check_grouped_query_attention", "should raise ValueError"),
     "sw-one-too-many": (SW, sliding_window_one_too_many, "check_sliding_window_mask", "keys: the window holds"),
     "sw-one-too-few": (SW, sliding_window_one_too_few, "check_sliding_window_mask", "keys: the window holds"),
@@ -452,6 +479,8 @@ MISTAKES = {
                               "logsumexp lacks the running maximum"),
     "flash-lse-max-only": (FLASH, flash_attention_lse_max_only, "check_flash_attention",
                            "logsumexp is the running maximum m only"),
+    "flash-max-over-masked-scores": (FLASH, flash_attention_max_over_masked, "check_flash_attention",
+                                     "where query"),
     "flash-lse-zero-for-empty-rows": (FLASH, flash_attention_lse_zero_for_empty_rows, "check_flash_attention",
                                       "not 0"),
     "backward-whole-matrices": (BACKWARD, flash_backward_whole_matrices, "check_flash_attention_backward_memory",

@@ -170,8 +170,9 @@ def correct_beam_search(src_tokens, params, num_heads, bos_id, eos_id, max_len, 
             extensions.sort(key=lambda e: e[:3])
             beam = []
             for _, _, _, tokens, log_p, cache in extensions:
-                finished_now = 0 if mistake == "live-slots" else sum(d[1][0] == step for d in done)
-                if len(beam) + finished_now == beam_size:
+                finished_now = 0 if mistake == "live-slots" else len(done) if mistake == "keep-slots" \
+                    else sum(d[1][0] == step for d in done)
+                if len(beam) + finished_now >= beam_size:
                     break
                 if tokens[-1] == eos_id:
                     done.append((log_p / penalty(len(tokens)), (step, len(done)), tokens, log_p))
@@ -205,6 +206,43 @@ def filter_logits_exactly_k(logits, top_k=None, top_p=None):
     if top_k is not None:
         order = np.argsort(-out, axis=-1, kind="stable")[..., top_k:]
         np.put_along_axis(out, order, -np.inf, axis=-1)
+    if top_p is not None and top_p < 1:
+        p = softmax(out, axis=-1)
+        order = np.argsort(-p, axis=-1, kind="stable")
+        sorted_p = np.take_along_axis(p, order, axis=-1)
+        keep = np.zeros(out.shape, dtype=bool)
+        np.put_along_axis(keep, order, np.cumsum(sorted_p, axis=-1) - sorted_p < top_p, axis=-1)
+        out = np.where(keep, out, -np.inf)
+    return out
+
+
+def filter_logits_cumsum_across_rows(logits, top_k=None, top_p=None):
+    # np.cumsum without an axis (reshaped back): the nucleus's running sum goes on across the rows
+    if top_k is not None and top_k < 1 or top_p is not None and not 0 < top_p <= 1:
+        raise ValueError("bad filter")
+    out = np.array(logits, dtype=float)
+    if top_k is not None and top_k < out.shape[-1]:
+        kth = np.sort(out, axis=-1)[..., -top_k][..., None]
+        out = np.where(out >= kth, out, -np.inf)
+    if top_p is not None and top_p < 1:
+        p = softmax(out, axis=-1)
+        order = np.argsort(-p, axis=-1, kind="stable")
+        sorted_p = np.take_along_axis(p, order, axis=-1)
+        kept_sorted = np.cumsum(sorted_p).reshape(sorted_p.shape) - sorted_p < top_p
+        kept_sorted[..., 0] = True
+        keep = np.zeros(out.shape, dtype=bool)
+        np.put_along_axis(keep, order, kept_sorted, axis=-1)
+        out = np.where(keep, out, -np.inf)
+    return out
+
+
+def filter_logits_kth_of_all_rows(logits, top_k=None, top_p=None):
+    # the k-th largest taken over the whole array (np.sort without an axis), one threshold for every row
+    if top_k is not None and top_k < 1 or top_p is not None and not 0 < top_p <= 1:
+        raise ValueError("bad filter")
+    out = np.array(logits, dtype=float)
+    if top_k is not None and top_k < out.shape[-1]:
+        out = np.where(out >= np.sort(out, axis=None)[-top_k], out, -np.inf)
     if top_p is not None and top_p < 1:
         p = softmax(out, axis=-1)
         order = np.argsort(-p, axis=-1, kind="stable")
@@ -276,6 +314,7 @@ _WORDS = {
         "pad-0": "padded with 0",
         "score-log-p": "log P without the length penalty",
         "live-slots": "finished hypotheses take no slot in its beam",
+        "keep-slots": "the beam search of the task gives",
     },
 }
 
@@ -285,6 +324,11 @@ MISTAKES = {
 }
 MISTAKES["filter-logits-exactly-k-alone"] = ("filter_logits", filter_logits_exactly_k, "check_filter_logits",
                                              "ties at the boundary are all kept")
+MISTAKES["filter-logits-cumsum-across-rows"] = ("filter_logits", filter_logits_cumsum_across_rows,
+                                                "check_filter_logits", "the running sum of the nucleus goes on "
+                                                "across the rows")
+MISTAKES["filter-logits-kth-of-all-rows"] = ("filter_logits", filter_logits_kth_of_all_rows, "check_filter_logits",
+                                             "the k-th largest is taken over all the rows")
 MISTAKES["sample-next-filter-first-alone"] = ("sample_next", sample_next_filter_first, "check_sample_next",
                                               "it filters before dividing by the temperature")
 

@@ -248,6 +248,17 @@ def train_rate_of_step_1(num_steps, batch_size=32, seed=0):
     return params
 
 
+def train_one_step_short(num_steps, batch_size=32, seed=0):
+    # the loop runs step = 1, …, num_steps − 1
+    params = init_transformer(10, 16, 32, 1, seed=seed)
+    rng, state = np.random.default_rng(seed), None
+    for step in range(1, num_steps):
+        src, tgt = reversal_batch(rng, batch_size, 4, 10)
+        _, grads = transformer_loss_and_grads(src, tgt, params, 2)
+        params, state = adam_step(params, grads, state, lr=noam_learning_rate(step, 16, 50))
+    return params
+
+
 CORRECT = {"noam_learning_rate": correct_noam, "adam_step": correct_adam, "train": correct_train}
 
 CHECKS_OF_TASK = {"noam_learning_rate": ["check_noam_learning_rate"],
@@ -276,6 +287,7 @@ MISTAKES = {
     "train-without-state": ("train", train_without_state, "check_train", "starts Adam afresh"),
     "train-never-updates": ("train", train_never_updates, "check_train", "still the initial ones"),
     "train-rate-of-step-1": ("train", train_rate_of_step_1, "check_train", "noam_learning_rate(step, 16"),
+    "train-one-step-short": ("train", train_one_step_short, "check_train", "those of num_steps − 1"),
 }
 
 # Mistakes also graded end to end by nbgrader, in tests/engine/test_grade.py.
