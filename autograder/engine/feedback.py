@@ -13,6 +13,7 @@ from pygments.lexers import PythonLexer
 from . import deadlines, tasks
 from .assignment import grade_id
 from .messages import failure_message
+from .recorded import NOT_CHECKED
 from .report import CODE, _page, _score, number
 from .results import GRADER_ERROR
 
@@ -126,12 +127,17 @@ def feedback_html(course, result, cells, outputs, every_cell=False):
             parts.append(f"<p>The checks of “{html.escape(titles.get(check.name, check.name))}”:</p>")
         else:
             parts.append("<p>A given cell of the notebook failed:</p>")
-        if output.get("stdout"):
-            parts.append(f"<pre>{html.escape(output['stdout'])}</pre>")
+        full = check is not None and check.score == check.max_score
+        # one story: beside full points, nothing of the notebook's that said the task could not be judged
+        stdout = output.get("stdout") or ""
+        if full:
+            stdout = "".join(line for line in stdout.splitlines(keepends=True) if not line.startswith(NOT_CHECKED))
+        if stdout:
+            parts.append(f"<pre>{html.escape(stdout)}</pre>")
         if output.get("stderr"):
             parts.append(f"<pre class='err'>{html.escape(output['stderr'])}</pre>")
         parts += _figures(output)
-        if output.get("error"):
+        if output.get("error") and not full:
             parts.append(f"<pre class='err'>{html.escape(failure_message(output['error']))}</pre>")
         if check is not None:
             task = _task(course, result.assignment, check.name) if check.score < check.max_score else ""

@@ -36,8 +36,6 @@ from .standins import own_copy, swap, swappable, undoing
 
 
 PASSED_BESIDE = "Passed, checked with a correct "  # the line of a task that passed beside a wrong neighbour
-
-
 NOT_CHECKED = "Not checked yet: "  # the line of a task that cannot be judged in the notebook yet
 
 
@@ -165,23 +163,23 @@ def on_its_own(name, record=None):
                      if verdict}
         if wrong:
             called, verdict = next(iter(wrong.items()))
-            print(f"{NOT_CHECKED}{name} called your {called} on inputs that are not recorded here, and your "
+            print(f"{NOT_CHECKED}{name} uses your {called} on inputs that are not recorded here, and your "
                   f"{called} {verdict}. Fix {called} first.")
             return
         if forwarded and not isinstance(error, NotImplementedError):
             them = "it" if len(forwarded) == 1 else "them"
-            print(f"(Judged with your own {' and '.join(sorted(forwarded))}: {name} called {them} on inputs "
+            print(f"(Judged with your own {' and '.join(sorted(forwarded))}: {name} uses {them} on inputs "
                   f"that are not recorded here.)")
         raise
     except BaseException:
         undo()
         raise
     undo()
-    notes = [f"your {called} {verdict}" for called, verdict in
-             ((called, own_verdict(owns[called], answered[called], f"on the inputs {name} gives it")) for called in calls if called in answered)
-             if verdict]
+    verdicts = {called: own_verdict(owns[called], answered[called], f"on the inputs {name} gives it")
+                for called in calls if called in answered}
+    notes = [f"your {called} {verdict}" for called, verdict in verdicts.items() if verdict]
     if notes:
-        print(f"{PASSED_BESIDE}{' and '.join(c for c in calls if c in answered)}: "
+        print(f"{PASSED_BESIDE}{' and '.join(verdicts)}: "
               f"{'; '.join(notes)} (its own check says more).")
 
 

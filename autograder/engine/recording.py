@@ -30,7 +30,7 @@ from .recorded import arguments, literal
 
 CELL = "recorded_answers"  # grade_id of the cell
 # The most characters a checked function's calls may take in the cell:
-# of one whose visible checks make larger calls (a training loop's hundreds of steps, a decoder's
+# of one whose visible checks make larger calls (a loop of hundreds of optimiser steps, a decoder's
 # growing caches), only the names of the functions it calls are recorded, and the student's own
 # functions answer it (`recorded.on_its_own`).
 LIMIT = 64_000

@@ -49,14 +49,29 @@ def write(folder, student, notebook_or_text, slug=SLUG):
 
 @cache
 def variants(slug):
-    """[(label, notebook)] of honest students: "correct", "unchanged", then each graded mistake of `slug`
-    (the correct implementations with that one mistake)."""
+    """[(label, notebook)] of honest students: "correct", "unchanged", each graded mistake of `slug`
+    (the correct implementations with that one mistake), then "unfinished-E" for every earlier task E
+    that a later one uses (E as released beside right later tasks, which keep their points)."""
     students = implementations(slug)
     honest = [("correct", submission(slug, students.CORRECT)), ("unchanged", submission(slug, {}))]
     for mistake in students.GRADED_MISTAKES:
         task, wrong, _, _ = students.MISTAKES[mistake]
         honest.append((mistake, submission(slug, {**students.CORRECT, task: wrong})))
+    for task in used_by_later_tasks(slug):
+        honest.append((f"unfinished-{task}", submission(slug, {t: f for t, f in students.CORRECT.items() if t != task})))
     return honest
+
+
+def used_by_later_tasks(slug):
+    """The graded functions of `slug` that another one's reference calls (and whose stand-ins judge it)."""
+    from autograder.engine import standins
+    from autograder.engine.recording import exercise_of
+
+    exercise = exercise_of(COURSE, slug)
+    graded = frozenset(function.__name__ for function in exercise.graded) if exercise else frozenset()
+    used = set().union(*(standins.reached(task.reference, graded) - {task.name} for task in exercise.tasks)) \
+        if exercise else set()
+    return [task.name for task in exercise.tasks if task.name in used] if exercise else []
 
 
 def write_batch(folder, students, slugs):

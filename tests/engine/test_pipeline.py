@@ -139,3 +139,16 @@ def test_changing_a_file_of_the_engine_makes_grade_grade_again(tmp_path, monkeyp
     monkeypatch.setattr(grade, "ENGINE", copy)
     assert "already graded by this grader" not in run()
     assert "already graded by this grader" in run()
+
+
+def test_a_task_kept_beside_a_wrong_neighbour_names_only_neighbours_that_lost_points():
+    """One story on the feedback page: a task with full points shows no failure of the notebook, and
+    "Judged with a correct E" names only the neighbours whose own checks lost points."""
+    from autograder.engine.hidden import JUDGED_WITH, only_lost
+    from autograder.engine.results import Check
+
+    checks = [Check("test_dot_score", 0.0, 1.0, "dot_score: expected …"), Check("test_general_score", 1.0, 1.0),
+              Check("test_luong_attention", 2.0, 2.0, JUDGED_WITH + "dot_score and general_score"),
+              Check("test_local_attention", 3.0, 3.0, JUDGED_WITH + "general_score")]
+    messages = [check.message for check in only_lost(checks)]
+    assert messages == ["dot_score: expected …", "", JUDGED_WITH + "dot_score", ""]

@@ -25,7 +25,12 @@ from autograder.samples.submissions import variants, write
 # `python -m benchmarks.grading` compares the graders on every assignment and mistake.
 MISTAKE = {"rnn_encoder_decoder": "greedy-includes-bos",
            "transformer_decoder": "step-forgets-past"}
-STUDENTS = ["correct", "unchanged", "mistake"]  # "mistake" hands in MISTAKE[slug] for each slug
+# An earlier task left as released beside right later ones that use it: its check cells alone lose
+# points, in the student's kernel too (the later cells' visible checks answer from the recorded
+# answers, or say "Not checked yet" and leave the points to the hidden checks).
+EARLIER = {"rnn_encoder_decoder": "decode_step", "transformer_decoder": "decoder_layer"}
+STUDENTS = ["correct", "unchanged", "mistake", "earlier"]  # "mistake" hands in MISTAKE[slug], "earlier"
+                                                           # EARLIER[slug] unfinished
 
 
 def check_cells(slug):
@@ -41,7 +46,8 @@ def scores(tmp_path_factory):
     batch = tmp_path_factory.mktemp("batch")
     for slug, mistake in MISTAKE.items():
         notebooks = dict(variants(slug))
-        for student, label in (("correct", "correct"), ("unchanged", "unchanged"), ("mistake", mistake)):
+        for student, label in (("correct", "correct"), ("unchanged", "unchanged"), ("mistake", mistake),
+                               ("earlier", f"unfinished-{EARLIER[slug]}")):
             write(batch, student, notebooks[label], slug)
     out = tmp_path_factory.mktemp("out")
     # Plain nbgrader grades one notebook at a time: ours runs meanwhile, on the other core.
@@ -77,3 +83,13 @@ def test_the_batch_has_full_zero_and_partial_marks(scores, slug):
     assert total["correct"] == sum(check_cells(slug).values())
     assert total["unchanged"] == 0
     assert 0 < total["mistake"] < total["correct"]
+
+
+@pytest.mark.parametrize("slug", MISTAKE)
+def test_an_unfinished_earlier_task_costs_only_its_own_points_under_both(scores, slug):
+    ours, plain = scores
+    task = EARLIER[slug]
+    for graded in (ours, plain):
+        lost = {cell for cell, got in graded["earlier", slug].items() if got < check_cells(slug)[cell]}
+        assert lost == {cell for cell in check_cells(slug) if cell == f"test_{task}" or
+                        cell.startswith(f"test_{task}_")}, lost

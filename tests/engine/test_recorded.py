@@ -75,13 +75,22 @@ def test_an_unfinished_task_fails_as_released():
         exec(CELL, namespace)
 
 
-def test_a_call_the_record_does_not_hold_goes_to_the_students_own_and_an_unfinished_one_is_not_checked():
-    # attention that scales its scores first calls softmax on inputs no correct attention gives it
+def test_a_call_the_record_does_not_hold_goes_to_the_students_own_and_an_unfinished_one_is_not_checked(capsys):
+    # attention that scales its scores first calls softmax on inputs no correct attention gives it;
+    # the cell goes on (its hidden checks judge it, at grading and under plain nbgrader)
     scaled = "def attention(scores, values):\n    return softmax(scores * 1.0001) @ values\n"
     namespace = notebook(UNFINISHED_SOFTMAX, scaled)
-    with pytest.raises(AssertionError, match="not checked yet: attention called your softmax") as raised:
-        exec(CELL, namespace)
-    assert type(raised.value).__name__ == "NotChecked"
+    exec(CELL, namespace)
+    assert capsys.readouterr().out.startswith("Not checked yet: attention uses your softmax")
+
+
+def test_the_unfinished_function_named_is_the_one_that_raised(capsys):
+    # attention calls the student's finished helper, which calls their unfinished softmax
+    namespace = notebook(UNFINISHED_SOFTMAX, "def helper(x):\n    return softmax(x)\n",
+                         "def attention(scores, values):\n    return helper(scores * 2) @ values\n",
+                         record={"attention": [("helper", {"x": SCORES}, WEIGHTS)]})
+    exec(CELL, namespace)
+    assert "your softmax is not finished" in capsys.readouterr().out
 
 
 def test_a_failure_after_a_call_the_record_lacks_says_which_own_function_it_was_judged_with(capsys):
@@ -92,11 +101,12 @@ def test_a_failure_after_a_call_the_record_lacks_says_which_own_function_it_was_
     assert "Judged with your own softmax" in capsys.readouterr().out
 
 
-def test_a_wrong_neighbour_on_a_call_the_record_lacks_is_not_checked_when_its_recorded_calls_show_it():
+def test_a_wrong_neighbour_on_a_call_the_record_lacks_is_not_checked_when_its_recorded_calls_show_it(capsys):
     scaled = "def attention(scores, values):\n    return softmax(scores * 2) @ values\n"
     namespace = notebook(WRONG_SOFTMAX, scaled)
-    with pytest.raises(AssertionError, match="your softmax gives other values .* Fix softmax first"):
-        exec(CELL, namespace)
+    exec(CELL, namespace)
+    out = capsys.readouterr().out
+    assert out.startswith("Not checked yet:") and "your softmax gives other values" in out and "Fix softmax first" in out
 
 
 def test_arguments_are_matched_by_name_whatever_way_they_are_passed(capsys):
@@ -114,8 +124,8 @@ def test_a_neighbour_too_large_to_record_is_the_students_own(capsys):
     exec(CELL, namespace)
     assert capsys.readouterr().out == ""
     namespace = notebook(UNFINISHED_SOFTMAX, ATTENTION, record={"attention": [("softmax", None, None)]})
-    with pytest.raises(AssertionError, match="not checked yet"):
-        exec(CELL, namespace)
+    exec(CELL, namespace)
+    assert capsys.readouterr().out.startswith("Not checked yet:")
 
 
 @pytest.mark.parametrize("value", [

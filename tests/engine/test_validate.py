@@ -165,3 +165,31 @@ def test_an_exception_of_the_students_code_says_where_and_on_what(tmp_path):
         "shifted.sum(axis=axis)[:, None]  # written for 2-D x: a 1-D x's sum is a number"
         + tasks.explained_in(COURSE, SLUG, "test_softmax"))
     assert code == 1
+
+
+def test_a_right_task_beside_an_unfinished_earlier_one_is_ok_and_the_notebook_is_not_ready(tmp_path):
+    """validate judges each task on its own, as grading does: the right attention beside a softmax as
+    released is ok, says so in its line, and the notebook is not ready (softmax fails)."""
+    right = {task: f for task, f in CORRECT.items() if task != "softmax"}
+    code, lines, _ = validate(write(tmp_path, "me", submission(SLUG, right)))
+    assert code == 1 and lines[-1] != "ready to hand in"
+    verdicts = {line.split("[")[1].split(",")[0]: line for line in lines if "[test_" in line}
+    assert "FAIL: not implemented yet" in verdicts["test_softmax"]
+    for later in ("test_attention", "test_attention_masks"):
+        assert ": ok (" in verdicts[later], verdicts[later]
+        assert "checked with a correct softmax: your softmax is not finished" in verdicts[later]
+
+
+def test_a_task_that_cannot_be_judged_yet_is_not_checked_not_ok(tmp_path):
+    """greedy_decode's calls are too large to record: beside a decoder_layer as released, its check
+    cannot judge it, says which function to finish first, and the notebook is not ready."""
+    slug = "transformer_decoder"
+    right = {task: f for task, f in implementations(slug).CORRECT.items() if task != "decoder_layer"}
+    code, lines, _ = validate(write(tmp_path, "me", submission(slug, right), slug))
+    assert code == 1
+    verdicts = {line.split("[")[1].split(",")[0]: line for line in lines if "[test_" in line}
+    assert "FAIL" in verdicts["test_decoder_layer"]
+    assert ": ok (" in verdicts["test_decoder"] and "your decoder_layer is not finished" in verdicts["test_decoder"]
+    for cell in ("test_greedy_decode", "test_greedy_decode_cache"):
+        assert ": not checked yet: greedy_decode uses your decoder_layer" in verdicts[cell], verdicts[cell]
+        assert "Fix decoder_layer first" in verdicts[cell]

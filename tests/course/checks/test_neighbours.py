@@ -218,8 +218,8 @@ def test_a_task_as_released_earns_nothing_beside_an_unfinished_earlier_one(slug,
 # the other graded functions standing in for the student's (`Task.check` of the case tables),
 # and its visible checks with the recorded answers of a correct E standing in
 # (`recorded.on_its_own`): no check cell of L fails, visible or hidden (the visible part may say
-# "not checked yet" where L calls E on inputs the record does not hold and E is wrong there, which
-# costs nothing at grading: `hidden.run_test`). For every pair (L, E) where the
+# "Not checked yet" where L calls E on inputs the record does not hold and E is wrong there, and go
+# on). For every pair (L, E) where the
 # reference's L reaches E (found from solutions/<slug>.py: by name, through an ungraded helper, or
 # as a default argument), E wrong, unfinished, degenerate (zeros of the right shape) or stashed
 # (right except on the inputs L's checks gave it) costs L nothing, and an L that does no work
@@ -284,13 +284,9 @@ def not_recorded(namespace, task):
 
 def judged_on_its_own(slug, namespace, cell):
     """The failures of one check cell of a right function beside a wrong neighbour: none may fail,
-    visible or hidden, but the visible part may say the task is not checked yet (`NotChecked`:
-    it called its neighbour on inputs the record does not hold, and the neighbour is wrong there),
-    which costs nothing at grading when the hidden checks pass with correct neighbours."""
-    with harness.answering() as stood_in:
-        failures = grade_cell(slug, namespace, cell)
-    return [(where, failure) for where, failure in failures
-            if not (where == "visible" and type(failure).__name__ == "NotChecked" and stood_in)]
+    visible or hidden (where the visible part cannot judge it, it says "Not checked yet" and goes
+    on: its hidden checks judge it with correct neighbours)."""
+    return grade_cell(slug, namespace, cell)
 
 
 def _zeros_like(value):
