@@ -1,6 +1,6 @@
 # Check helpers: a failed check says in one sentence what is wrong.
-# (This cell is the same in every exercise; `python -m autograder release`
-# copies it from autograder/engine/checking.py. Run it; leave it as it is.)
+# (This cell is the same in every exercise; `python -m autograder release` writes
+# it from the engine's checking.py, standins.py and recorded.py. Run it; leave it as it is.)
 import dis
 import linecache
 import os

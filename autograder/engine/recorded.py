@@ -70,24 +70,28 @@ def same_argument(given, recorded):
     return type(given) is type(recorded) and given == recorded
 
 
-def arguments(function, args, kwargs):
-    """{parameter: argument} of ``function(*args, **kwargs)``, defaults included; None when the
-    arguments do not bind to its parameters."""
+def arguments(function, args, kwargs, defaults=True):
+    """{parameter: argument} of ``function(*args, **kwargs)`` (with its defaults, if `defaults`);
+    None when the arguments do not bind to its parameters."""
     try:
         bound = inspect.signature(function).bind(*args, **kwargs)
     except (TypeError, ValueError):
         return None
-    bound.apply_defaults()
+    if defaults:
+        bound.apply_defaults()
     return dict(bound.arguments)
 
 
 def given_to(function, recorded, args, kwargs):
     """{parameter: argument} of a call of the student's `function`, named as in the `recorded`
     call: by `function`'s own parameters when they are named so; else the arguments in the order
-    of the recorded ones, those left out taken as the recorded (defaults); None when they do not fit."""
-    bound = arguments(function, args, kwargs)
-    if bound is not None and recorded.keys() <= bound.keys():
-        return bound
+    of the recorded ones, those left out taken as the recorded (defaults); None when they do not fit,
+    or when the call passes an argument the recorded call has not (a parameter of the student's own)."""
+    passed = arguments(function, args, kwargs, defaults=False)
+    if passed is not None and passed.keys() <= recorded.keys():
+        bound = arguments(function, args, kwargs)
+        if recorded.keys() <= bound.keys():
+            return bound
     names = list(recorded)
     if len(args) > len(names) or any(name not in recorded for name in kwargs):
         return None
@@ -97,38 +101,29 @@ def given_to(function, recorded, args, kwargs):
     return {**recorded, **given, **kwargs}
 
 
-def own_verdict(function, calls, where):
-    """None when the student's `function` gives the recorded answers on the recorded `calls`
-    ({parameter: argument}, answer); else what is wrong with it, in words (`where`: which calls)."""
-    for recorded, answer in calls:
-        try:
-            value = function(**copying.deepcopy(recorded))
-        except NotImplementedError:
-            return "is not finished"
-        except Exception as error:
-            return f"raises {type(error).__name__} {where}"
-        if not same_argument(value, answer):
-            return f"gives other values than a correct one {where}"
-    return None
-
-
-@contextlib.contextmanager
-def on_its_own(name, record=None):
-    """Run the checks of the `with` block with the graded functions that a correct `name` calls
-    answering from the record (`record`: {name: calls}, default the notebook's RECORDED_ANSWERS)."""
-    namespace = globals()
-    record = namespace.get("RECORDED_ANSWERS", {}) if record is None else record
-    calls = {}  # called function -> [({parameter: argument}, answer)]
+def calls_of(name, record):
+    """{called function: [({parameter: argument}, answer)]} of the calls a correct `name` makes in
+    `record` (an empty list for a function whose calls were too large to record)."""
+    calls = {}
     for called, recorded, answer in record.get(name, ()):
         calls.setdefault(called, [])
         if recorded is not None:  # None: a call too large to record, answered by the student's own
             calls[called].append((recorded, answer))
-    answered = {}          # called function -> the recorded calls it answered
-    forwarded = {}         # called function -> what the student's own did on a call the record lacks
+    return calls
+
+
+@contextlib.contextmanager
+def answering(name, record):
+    """Swap (`standins.swap`) the notebook's functions that a correct `name` calls for answerers of
+    its recorded calls; yield (answered, forwarded): {called: the recorded calls it answered} and
+    {called: "is not finished" or "answered"} of the calls that went to the student's own."""
+    namespace = globals()
+    calls = calls_of(name, record)
+    answered, forwarded = {}, {}
     owns = {called: own_copy(namespace[called]) if swappable(namespace.get(called)) else namespace.get(called)
             for called in calls}
     if not calls or name not in namespace or any(own is None for own in owns.values()):
-        yield  # nothing to stand in for (a missing function fails where it is called)
+        yield answered, forwarded  # nothing to stand in for (a missing function fails where it is called)
         return
 
     def answer_for(called):
@@ -143,7 +138,7 @@ def on_its_own(name, record=None):
             try:
                 result = own(*args, **kwargs)
             except NotImplementedError as error:
-                forwarded[_raised_in(error, called)] = "is not finished"
+                forwarded[_raised_in(error, called, record)] = "is not finished"
                 raise
             forwarded.setdefault(called, "answered")
             return result
@@ -151,45 +146,75 @@ def on_its_own(name, record=None):
 
     undo = undoing([swap(namespace, called, answer_for(called), namespace[name]) for called in calls])
     try:
-        yield
-    except Exception as error:
+        yield answered, forwarded
+    finally:
         undo()
-        wrong = {called: "is not finished" for called, verdict in forwarded.items() if verdict == "is not finished"}
+
+
+def own_verdict(called, calls, where, record):
+    """(whose, what): what is wrong with the student's `called` (or the function of theirs it uses
+    that is not finished) on the recorded `calls` ({parameter: argument}, answer), its own recorded
+    calls answering; None when it gives the recorded answers (`where`: which calls, in words)."""
+    function = globals()[called]
+    for recorded, answer in calls:
+        with answering(called, record) as (_, forwarded):
+            try:
+                value = function(**copying.deepcopy(recorded))
+            except NotImplementedError as error:
+                return _raised_in(error, called, record), "is not finished"
+            except Exception as error:
+                return called, f"raises {type(error).__name__} {where}"
+        if not same_argument(value, answer):
+            own = f" (with your own {' and '.join(sorted(forwarded))})" if forwarded else ""
+            return called, f"gives other values than a correct one {where}{own}"
+    return None
+
+
+@contextlib.contextmanager
+def on_its_own(name, record=None):
+    """Run the checks of the `with` block with the graded functions that a correct `name` calls
+    answering from the record (`record`: {name: calls}, default the notebook's RECORDED_ANSWERS)."""
+    record = globals().get("RECORDED_ANSWERS", {}) if record is None else record
+    failure = None
+    with answering(name, record) as (answered, forwarded):
+        try:
+            yield
+        except Exception as error:
+            failure = error
+    if failure is not None:
+        wrong = [(called, verdict) for called, verdict in forwarded.items() if verdict == "is not finished"]
         if forwarded and not wrong:  # the student's own, judged on the calls recorded for any function
-            wrong = {called: verdict for called in sorted(forwarded) for verdict in
-                     [own_verdict(owns[called], [(r, a) for _, calls_of in record.items()
-                                                 for c, r, a in calls_of if c == called and r is not None],
-                                 "on the recorded inputs")]
-                     if verdict}
+            wrong = [found for called in sorted(forwarded) for found in
+                     [own_verdict(called, [(r, a) for calls in record.values() for c, r, a in calls
+                                           if c == called and r is not None], "on the recorded inputs", record)]
+                     if found]
         if wrong:
-            called, verdict = next(iter(wrong.items()))
+            called, verdict = wrong[0]
             print(f"{NOT_CHECKED}{name} uses your {called} on inputs that are not recorded here, and your "
                   f"{called} {verdict}. Fix {called} first.")
             return
-        if forwarded and not isinstance(error, NotImplementedError):
+        if forwarded and not isinstance(failure, NotImplementedError):
             them = "it" if len(forwarded) == 1 else "them"
             print(f"(Judged with your own {' and '.join(sorted(forwarded))}: {name} uses {them} on inputs "
                   f"that are not recorded here.)")
-        raise
-    except BaseException:
-        undo()
-        raise
-    undo()
-    verdicts = {called: own_verdict(owns[called], answered[called], f"on the inputs {name} gives it")
-                for called in calls if called in answered}
-    notes = [f"your {called} {verdict}" for called, verdict in verdicts.items() if verdict]
+        raise failure
+    verdicts = {called: own_verdict(called, calls, f"on the inputs {name} gives it", record)
+                for called, calls in answered.items()}
+    notes = [f"your {whose} {verdict}" for whose, verdict in filter(None, verdicts.values())]
     if notes:
-        print(f"{PASSED_BESIDE}{' and '.join(verdicts)}: "
-              f"{'; '.join(notes)} (its own check says more).")
+        print(f"{PASSED_BESIDE}{' and '.join(verdicts)}: {'; '.join(dict.fromkeys(notes))} "
+              "(its own check says more).")
 
 
-def _raised_in(error, called):
-    """The function of the notebook that raised `error` (its innermost frame's), else `called`."""
-    traceback = error.__traceback__
-    while traceback.tb_next is not None:
+def _raised_in(error, called, record):
+    """The graded function (one that `record` names) innermost in `error`'s traceback: the one of the
+    student's that is not finished; else `called`."""
+    graded = set(record) | {function for calls in record.values() for function, _, _ in calls}
+    frames, traceback = [], error.__traceback__
+    while traceback is not None:
+        frames.append(traceback.tb_frame.f_code.co_name)
         traceback = traceback.tb_next
-    raiser = traceback.tb_frame.f_code.co_name
-    return raiser if callable(globals().get(raiser)) else called
+    return next((name for name in reversed(frames) if name in graded), called)
 
 
 def literal(value, arrays=None):

@@ -21,6 +21,7 @@ import ast
 import importlib
 import re
 import tempfile
+import textwrap
 from pathlib import Path
 
 import nbformat
@@ -64,13 +65,27 @@ def release(course, exercises_dir=None, names=None):
     return [exercises_dir / f"{name}.ipynb" for name in names]
 
 
+# The helper cell's names that the check cells use; the rest stays inside the cell's function.
+NOTEBOOK_NAMES = ("CheckFailed", "check", "check_shape", "check_close", "on_its_own")
+
+
 def check_helpers():
-    """The helper cell's text: the modules of HELPER_MODULES, one after the other (the notebook
-    defines the names that they import from each other)."""
+    """The helper cell's text: the modules of HELPER_MODULES, one after the other (their imports of
+    each other dropped), inside one function whose locals they are, so that no name of the
+    notebook's (a student's function named `close` or `swap`) changes what they do; the function
+    gives the notebook NOTEBOOK_NAMES."""
     stamped = "|".join(re.escape(path.stem) for path in HELPER_MODULES)
     texts = [re.sub(rf"^from \.({stamped}) import .*\n", "", path.read_text(), flags=re.MULTILINE).strip("\n")
              for path in HELPER_MODULES]
-    return "\n\n\n".join(texts)
+    lines = texts[0].splitlines()
+    header = "\n".join(line for line in lines[:next(i for i, l in enumerate(lines) if not l.startswith("#"))])
+    body = "\n\n\n".join([texts[0][len(header):].strip("\n"), *texts[1:]])
+    return (f"{header}\nimport numpy as np\n\n\n"
+            "def _check_helpers():\n"
+            '    """The helpers, in a namespace of their own (what a cell of yours names changes nothing here)."""\n'
+            f"{textwrap.indent(body, '    ')}\n"
+            f"    return {{name: value for name, value in locals().items() if name in {NOTEBOOK_NAMES!r}}}\n\n\n"
+            "globals().update(_check_helpers())")
 
 
 def sync_check_helpers(path):

@@ -15,14 +15,17 @@ sizes the task states and inputs of no secret.
 
 
 import dataclasses
+import re
 
 from . import assignment as assignments_
 from . import tasks
 from .course import assignments
 from .hidden import notebook_names, run_test
 from .kinds import read_notebook
-from .messages import failure_message
+from .messages import bound_names, failure_message
 from .recorded import NOT_CHECKED, PASSED_BESIDE
+from .recording import RECORDED
+from .release import NOTEBOOK_NAMES
 from .sandboxes import on_task, sandbox_for
 from .sandbox import Limits, SandboxStopped, SandboxUnavailable, check_available
 
@@ -41,6 +44,7 @@ def validate(course, path, name=None, limits=Limits()):
         return False, [f"not validated: {error}"]
     spec = assignments_.load(course, name)
     cells, problems = assignments_.fit(spec, notebook)
+    problems = problems + _checks_touched(spec, cells)
     lines = [f"structure: {problem}" for problem in problems]
     sandbox = sandbox_for(course, name, cells, limits)  # as the grader runs it, with its limits
     try:
@@ -75,6 +79,23 @@ def validate(course, path, name=None, limits=Limits()):
         lines.append(f"{title} [{test.grade_id}, {test.points:g} point{'s' * (test.points != 1)}]: {verdict}")
     lines.append(assignments_.hidden_points_sentence(spec.hidden_points, spec.max_score))
     return passed and not problems and not sandbox.events, lines
+
+
+def _checks_touched(spec, cells):
+    """Problems of the student's cells that redefine what the check cells use (`release.NOTEBOOK_NAMES`)
+    or read the recorded answers: the visible checks would no longer say what they say. Grading is
+    not fooled (its hidden checks run apart); this notebook is just not ready."""
+    course_cells = {assignments_.grade_id(c) for c in spec.cells} - spec.solutions - {None}
+    theirs = [cell for cell in cells if cell.cell_type == "code" and assignments_.grade_id(cell) not in course_cells]
+    problems = []
+    for cell in theirs:
+        bound = bound_names(cell.source) & set(NOTEBOOK_NAMES)
+        read = {word for word in re.findall(r"\w+", cell.source) if word in RECORDED}
+        for name in sorted(bound | read):
+            where = f"the cell `{assignments_.grade_id(cell)}`" if assignments_.grade_id(cell) else "a cell of yours"
+            problems.append(f"{where} {'redefines' if name in bound else 'uses'} {name}, which the check cells "
+                            "use: leave it to them")
+    return problems
 
 
 def _printed(output, start):
