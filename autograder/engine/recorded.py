@@ -118,12 +118,14 @@ def answering(name, record):
     its recorded calls; yield (answered, forwarded): {called: the recorded calls it answered} and
     {called: "is not finished" or "answered"} of the calls that went to the student's own."""
     namespace = globals()
-    calls = calls_of(name, record)
+    # a function not defined (yet: its cell may come later) stands in for nothing: where it is
+    # called, it fails as it would
+    calls = {called: found for called, found in calls_of(name, record).items() if callable(namespace.get(called))}
     answered, forwarded = {}, {}
-    owns = {called: own_copy(namespace[called]) if swappable(namespace.get(called)) else namespace.get(called)
+    owns = {called: own_copy(namespace[called]) if swappable(namespace[called]) else namespace[called]
             for called in calls}
-    if not calls or name not in namespace or any(own is None for own in owns.values()):
-        yield answered, forwarded  # nothing to stand in for (a missing function fails where it is called)
+    if not calls or name not in namespace:
+        yield answered, forwarded
         return
 
     def answer_for(called):

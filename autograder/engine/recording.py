@@ -98,7 +98,7 @@ def _recording_own(namespace, owner, calls):
     def run(*args, **kwargs):
         given = copying.deepcopy(arguments(function, args, kwargs))
         answer = function(*args, **kwargs)
-        if not kept["found"] or kept["size"] < LIMIT // 4:  # a few of them are enough to judge it on
+        if kept["size"] < 4 * LIMIT:  # enough of them to judge it on
             _keep(kept, owner, given, answer, limit=4 * LIMIT)
         return answer
     if callable(function):

@@ -44,7 +44,8 @@ def validate(course, path, name=None, limits=Limits()):
         return False, [f"not validated: {error}"]
     spec = assignments_.load(course, name)
     cells, problems = assignments_.fit(spec, notebook)
-    problems = problems + _checks_touched(spec, cells)
+    touched = _checks_touched(spec, cells)
+    problems = problems + touched
     lines = [f"structure: {problem}" for problem in problems]
     sandbox = sandbox_for(course, name, cells, limits)  # as the grader runs it, with its limits
     try:
@@ -62,7 +63,9 @@ def validate(course, path, name=None, limits=Limits()):
     for test in spec.tests:
         output = visible.get(test.grade_id)
         title = tasks.titles(course, name).get(test.grade_id, test.grade_id)
-        if output is None:
+        if touched:
+            verdict = "not checked: a cell of yours changes what the check cells use (see above)"
+        elif output is None:
             verdict = "FAIL: the notebook stopped before this check ran"
         elif output["error"] is None and _printed(output, NOT_CHECKED):
             verdict = _printed(output, NOT_CHECKED)[0].lower() + _printed(output, NOT_CHECKED)[1:]
@@ -100,7 +103,7 @@ def _checks_touched(spec, cells):
 
 def _printed(output, start):
     """The first line a check cell printed that begins with `start` (`recorded.on_its_own`'s), or ''."""
-    text = "".join(item.get("text", "") for item in output.get("outputs", ()) if item.get("name") == "stdout")
+    text = output.get("stdout") or ""
     return next((line for line in text.splitlines() if line.startswith(start)), "")
 
 

@@ -1,7 +1,11 @@
 """Red-team attacks on a task judged on its own in the notebook (`recorded.on_its_own`, the
 recorded answers cell, validate's verdicts, grade and plain nbgrader).
 
-Each test states the RIGHT behaviour: a test that fails is an attack that works today.
+Each test states the right behaviour; the attacks that worked when they were written (a helper of the
+student's named like one of the helper cell's, an argument the record ignored, a solution cell that
+redefines on_its_own or adds to the record) are closed: the helper cell keeps its helpers in a
+namespace of their own, a call passing an argument the record has not goes to the student's own
+function, and validate says a notebook that redefines what the checks use is not ready.
 
 Most tests run the released helper cell (`release.check_helpers`) in a namespace of their own with
 cells written as a student would (as tests/engine/test_recorded.py does): cheap. A few run
@@ -12,42 +16,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from autograder.engine.release import check_helpers
-
-SCORES = np.array([[0.0, np.log(3.0)]])
-WEIGHTS = np.array([[0.25, 0.75]])
-RECORD = {"attention": [("softmax", {"x": SCORES, "axis": -1}, WEIGHTS)]}
-
-ATTENTION = """
-def attention(scores, values):
-    return softmax(scores) @ values
-"""
-RIGHT_SOFTMAX = """
-def softmax(x, axis=-1):
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
-"""
-WRONG_SOFTMAX = """
-def softmax(x, axis=-1):
-    return np.exp(x)  # not normalised
-"""
-UNFINISHED_SOFTMAX = """
-def softmax(x, axis=-1):
-    raise NotImplementedError()
-"""
-CELL = """
-with on_its_own("attention"):
-    check_close(attention(np.array([[0.0, np.log(3.0)]]), np.array([[1.0], [2.0]])), [[1.75]], "attention")
-"""
-
-
-def notebook(*cells, record=RECORD):
-    namespace = {"__name__": "__main__"}
-    exec(compile(check_helpers(), "<check_helpers>", "exec"), namespace)
-    namespace["RECORDED_ANSWERS"] = record
-    for cell in cells:
-        exec(compile(textwrap.dedent(cell), "<cell>", "exec"), namespace)
-    return namespace
+from tests.engine.test_recorded import (  # noqa: F401 (the same notebook, record and functions)
+    ATTENTION, CELL, RECORD, RIGHT_SOFTMAX, SCORES, UNFINISHED_SOFTMAX, WEIGHTS, WRONG_SOFTMAX, notebook)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -293,7 +293,9 @@ def test_thousands_of_round_trips_stay_within_the_calls_limit(graded):
 def test_asking_stand_ins_forever_stops_at_the_submissions_limit(graded):
     result = json.loads((graded[1] / "results" / "never-stops-asking" / "rnn_encoder_decoder.json").read_text())
     assert result["status"] == "timeout"
-    assert result["seconds"]["checks"] < SUBMISSION_SECONDS
+    # (it now also asks forever in its visible check, whose on_its_own block swaps rnn_cell too:
+    # the notebook's process is stopped there, and the hidden checks never start)
+    assert result["seconds"].get("checks", 0) < SUBMISSION_SECONDS
 
 
 @pytest.mark.parametrize("student, checks", [
@@ -323,7 +325,9 @@ def test_a_later_tasks_reference_values_cannot_be_kept(graded):
 
 def test_the_grader_does_not_compute_for_a_student_beyond_the_submissions_limit(graded):
     result = json.loads((graded[1] / "results" / "grader-decodes" / "rnn_encoder_decoder.json").read_text())
-    assert result["seconds"]["checks"] < SUBMISSION_SECONDS + 5
+    # (it now also asks forever in its visible check, whose on_its_own block swaps rnn_cell too:
+    # the notebook's process is stopped there, and the hidden checks never start)
+    assert result["seconds"].get("checks", 0) < SUBMISSION_SECONDS + 5
 
 
 @pytest.mark.parametrize("way", ["alias", "partial", "helper-default", "numpy-int-axis"])
