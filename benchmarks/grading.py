@@ -78,7 +78,7 @@ def main(argv=None):
         labels = write_batch(batch, args.students, names)
         count = len(labels)
         print(f"batch: {args.students} students x {len(names)} assignments = {count} honest submissions "
-              f"({len(set(labels.values()))} variants: correct, unchanged, graded mistakes); "
+              f"({len(set(labels.values()))} variants: correct, unchanged, graded mistakes, an earlier task unfinished); "
               f"{os.cpu_count()} cores")
 
         ours, ours_seconds = _grade("ours:  ", COURSE.root, batch, tmp / "out", args.workers, count)
