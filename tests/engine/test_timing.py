@@ -66,10 +66,12 @@ STUCK = {
                "    return Q @ K.swapaxes(-1, -2) @ V, None",
 }
 STUCK_ONLY_IN_HIDDEN_CHECKS = (  # passes the visible check cells, loops on the hidden checks' inputs
-    "    if Q.shape[-1] != 4:\n        while True:\n            pass\n"
+    "    if Q.shape[-1] not in (1, 4):\n        while True:\n            pass\n"  # d_k of the visible cases
     "    import numpy as np\n"
-    "    w = np.exp(Q @ K.swapaxes(-1, -2) / 2.0)\n"
-    "    if mask is not None:\n        w = w * mask\n"
+    "    s = Q @ K.swapaxes(-1, -2) / np.sqrt(Q.shape[-1])\n"
+    "    if mask is not None:\n        s = np.where(mask, s, -np.inf)\n"
+    "    top = s.max(-1, keepdims=True)\n"
+    "    w = np.exp(s - np.where(np.isfinite(top), top, 0.0))\n"
     "    total = w.sum(-1, keepdims=True)\n"
     "    w = w / np.where(total == 0, 1.0, total)\n    return w @ V, w")
 
