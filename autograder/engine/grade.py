@@ -37,7 +37,7 @@ import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-from . import deadlines, feedback, kinds, progress
+from . import blas, deadlines, feedback, kinds, progress
 from .collect import FLAT, LMS_PATTERN, NBGRADER, Submission, collect, notebooks, problem_of, refused_rows, unpack
 from .course import ENGINE, assignments, source_files
 from .reports import write_reports
@@ -141,7 +141,9 @@ def _grade_all(course, todo, out, key, limits, workers, log, autograded=None):
             done(_grade_or_report(course, submission, fingerprint, out, key, limits, autograded))
     else:
         context = multiprocessing.get_context("fork")  # workers start as copies: nothing to import
-        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        # each worker's BLAS gets its share of the cores
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=blas.limited,
+                                 initargs=(blas.share(workers),)) as pool:
             futures = [pool.submit(_grade_or_report, course, s, f, out, key, limits, autograded) for s, f in todo]
             for future in as_completed(futures):
                 done(future.result())

@@ -1,14 +1,16 @@
 """One swap of stand-ins, the same in process and in the sandbox (`standins`), and the
 grader's guards around it: undone in reverse order, unbound arguments to the student's own,
-a budget of its own for the reference's answers, and names a runner never sends refused.
+a budget of its own for the reference's answers (one BLAS thread; a batch's workers share the
+cores), and names a runner never sends refused.
 """
 
 import time
+import types
 
 import numpy as np
 import pytest
 
-from autograder.engine import harness, protocol, standins
+from autograder.engine import blas, grade, harness, protocol, standins
 from autograder.engine.checking import CheckFailed
 from autograder.engine.sandbox import Limits, Sandbox, SandboxStopped
 
@@ -154,3 +156,27 @@ def test_a_forged_message_naming_builtins_stops_the_sandbox():
         with pytest.raises(SandboxStopped, match="malformed message"):
             sandbox.run()
         assert "__builtins__" not in sandbox.functions
+
+
+def test_the_reference_answers_a_stand_in_with_one_blas_thread(sandbox):
+    """As the student's code has one in its sandbox: an answer takes no more of the machine."""
+    seen = []
+
+    def counting(x, axis=-1):
+        seen.append(blas.threads())
+        return softmax(x, axis)
+    counting.__name__ = "softmax"
+    harness.call(sandbox.functions["attention"], SCORES, VALUES, on="x", stand_ins=(counting,))
+    assert seen == [1]
+
+
+def _blas_threads_of_a_worker(course, submission, fingerprint, out, key, limits, autograded=None):
+    return types.SimpleNamespace(student_id=submission, assignment="a", status=str(blas.threads()), score=0,
+                                 max_score=0, grader_errors=[])
+
+
+def test_each_worker_of_a_batch_gets_its_share_of_the_cores(monkeypatch):
+    """Two workers on a machine of C cores: C // 2 BLAS threads each (never 2 × C threads)."""
+    monkeypatch.setattr(grade, "_grade_or_report", _blas_threads_of_a_worker)  # the forked workers' too
+    results = grade._grade_all(None, [("alice", None), ("bob", None)], None, None, Limits(), 2, lambda line: None)
+    assert [result.status for result in results] == [str(blas.share(2))] * 2

@@ -3,12 +3,12 @@
 The reference answers here, in the grader's process (it never enters the student's), within a
 budget of its own (the student's clock is paused while the grader answers): the answers of one
 call together get at most the longest time any call may take (`Limits.call_seconds`, as
-wall-clock time at `Limits.wall_factor`), never past the submission's deadline, each within the notebook's memory limit, with one BLAS thread. Over
-time, the reference is interrupted by an exception it cannot catch (`_OverTime`, a
-BaseException raised again until it has stopped), and the stand-in raises TimeoutError.
+wall-clock time at `Limits.wall_factor`), never past the submission's deadline, each within
+the notebook's memory limit, with one BLAS thread (`blas`). Over time, the reference is
+interrupted by an exception it cannot catch (`_OverTime`, a BaseException raised again until it
+has stopped), and the stand-in raises TimeoutError.
 """
 
-import contextlib
 import resource
 import signal
 import threading
@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from .. import memory, protocol, standins
+from .. import blas, memory, protocol, standins
 
 
 class _OverTime(BaseException):
@@ -87,7 +87,7 @@ class Call:
             raise TimeoutError(f"the correct {name} was not computed: the time for its answers is up")
         started = time.monotonic()
         try:
-            with warnings.catch_warnings(), np.errstate(all="ignore"), one_blas_thread():
+            with warnings.catch_warnings(), np.errstate(all="ignore"), blas.limited(1):
                 warnings.simplefilter("ignore")
                 return bounded(function, args, kwargs, seconds, self.submission.limits.memory_bytes, name)
         finally:
@@ -134,18 +134,3 @@ def bounded(function, args, kwargs, seconds, memory_bytes, name):
     if failed is not None:
         raise failed
     return value
-
-
-_BLAS = []  # threadpoolctl's controller, once made (or None without threadpoolctl)
-
-
-def one_blas_thread():
-    """A context in which BLAS uses one thread (threadpoolctl's, when installed; else nothing
-    changes): an answer takes no more of the machine than the sandbox's one thread would."""
-    if not _BLAS:
-        try:
-            from threadpoolctl import ThreadpoolController
-            _BLAS.append(ThreadpoolController())
-        except ImportError:
-            _BLAS.append(None)
-    return _BLAS[0].limit(limits=1, user_api="blas") if _BLAS[0] is not None else contextlib.nullcontext()
