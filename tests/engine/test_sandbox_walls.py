@@ -10,6 +10,7 @@ for the user it works for, its reason saying "hole: ..." and whether a branch fi
 import ast
 import contextlib
 import os
+import platform
 import secrets
 import signal
 import socket
@@ -168,7 +169,8 @@ def test_the_notebook_s_environment_reaches_none_of_the_grader_s_tools():
         f"os.environ.update(LD_DEBUG='files', LD_DEBUG_OUTPUT='/tmp/wall-ld-{token}', "
         "PATH='/tmp/wallbin:' + os.environ['PATH'], LD_LIBRARY_PATH='/tmp/wallbin')",
         "import os\n_ = os.system('echo ran')",
-        "import os\nlogs = [open('/tmp/' + name).read() for name in os.listdir('/tmp') if name.startswith('wall-ld-')]\n"
+        "import os\nlogs = [open('/tmp/' + name).read() for name in os.listdir('/tmp')\n"
+        "        if name.startswith('wall-ld-')]\n"
         "print(len(logs) > 0, os.path.exists('/tmp/wall-path-used'))\n"
         f"print(sorted(tool for tool in {tools!r} for log in logs if 'needed by ' + tool in log "
         "or '/' + tool + ' [0]' in log))",
@@ -218,8 +220,9 @@ def test_namespaces_the_notebook_makes_for_itself_divert_no_tool_of_the_grader()
 def test_the_notebook_cannot_trace_or_signal_the_sandbox_s_first_process():
     """The grader's shell commands enter the namespaces of the sandbox's first process
     (bubblewrap's pid 1): a notebook that could trace it could move it into namespaces of its own."""
-    cells = run([INJECT + "try:\n    print(syscalls(1, [(39,)]))  # getpid\nexcept OSError as error:\n"
-                          "    print('refused')\nimport os\ntry:\n    os.kill(1, 0)\nexcept OSError:\n    print('refused')"])
+    cells = run([INJECT + "if libc.ptrace(16, 1, None, None) == 0:  # PTRACE_ATTACH\n    os.waitpid(1, 0x40000000)\n"
+                          "    libc.ptrace(17, 1, None, None)\nelse:\n    print('refused')\n"
+                          "try:\n    os.kill(1, 0)\nexcept OSError:\n    print('refused')"])
     assert cells[0][0] == "refused\nrefused\n"
 
 
@@ -227,7 +230,8 @@ def test_the_notebook_cannot_trace_or_signal_the_sandbox_s_first_process():
                    "has it make a user and mount namespace, mounts its own program over /usr/bin/unshare there, "
                    "and the grader's nsenter --user --mount enters them: the notebook's program runs as the "
                    "grader's uid, in the machine's process and network namespaces (works on main today) (not fixed "
-                   "yet: untraceable pid 1, e.g. a seccomp filter without ptrace, and namespaces pinned before any cell)")
+                   "yet: untraceable pid 1, e.g. a seccomp filter without ptrace, and namespaces pinned before "
+                   "any cell)")
 def test_the_sandbox_s_first_process_moved_into_the_notebook_s_namespaces_diverts_no_tool_of_the_grader():
     """The notebook has bubblewrap's pid 1 (whose namespaces the grader enters for a shell
     command) make a user and mount namespace, enters them, and mounts its program over the
@@ -322,8 +326,8 @@ def test_a_shell_command_cannot_raise_its_limits_even_in_a_user_namespace_of_its
 
 def test_the_notebook_sees_neither_the_instructor_s_files_nor_another_notebook_s(tmp_path):
     (tmp_path / "grades.csv").write_text("secret")
-    other = Sandbox([("0", "open('/sandbox/wall-answer.py', 'w').write('x')\nopen('/tmp/wall-answer', 'w').write('x')")],
-                    uid=UID + 1)
+    other = Sandbox([("0", "open('/sandbox/wall-answer.py', 'w').write('x')\n"
+                           "open('/tmp/wall-answer', 'w').write('x')")], uid=UID + 1)
     try:
         other.run()  # still running beside this one
         paths = [str(tmp_path / "grades.csv"), str(ROOT / "course.toml"), str(ROOT / "autograder"),
@@ -335,6 +339,22 @@ def test_the_notebook_sees_neither_the_instructor_s_files_nor_another_notebook_s
         other.close()
     assert cells[0][0] == "[]\n"
     assert len(ast.literal_eval(cells[1][0])) <= 2  # bubblewrap's pid 1 and the notebook: no other process
+
+
+@pytest.mark.xfail(strict=True, reason="hole: bubblewrap's command line, in /proc/1/cmdline, names the machine's "
+                   "paths of the files bound in the notebook's folder (an instructor's folders, user name) and of "
+                   "the Python installation (not fixed yet: e.g. bubblewrap's --args FD)")
+def test_the_notebook_learns_no_path_of_the_machine(tmp_path):
+    folder = tmp_path / "instructor-course-source"
+    folder.mkdir()
+    (folder / "data.csv").write_text("1,2\n")
+    cells = run(["import os\ntexts = []\nfor pid in filter(str.isdigit, os.listdir('/proc')):\n"
+                 "    for name in ('cmdline', 'environ'):\n        try:\n"
+                 "            texts.append(open(f'/proc/{pid}/{name}').read())\n        except OSError:\n"
+                 "            pass\nprint(open('data.csv').read().strip(),\n"
+                 "      any('instructor-course-source' in text for text in texts))"],
+                files=[(folder / "data.csv", "data.csv")])
+    assert cells[0][0] == "1,2 False\n"
 
 
 def _keyctl(*args):
@@ -447,22 +467,26 @@ def test_a_shell_command_reaches_no_network_nor_a_socket_of_the_machine():
     server, unix, addresses, name = _listening()
     with server, unix:
         script = f"ADDRESSES, NAME = {addresses!r}, {name!r}\n" + REACH
-        cells = run([f"open('/tmp/reach.py', 'w').write({script!r})", "import os\n_ = os.system('python /tmp/reach.py')"])
+        cells = run([f"open('/tmp/reach.py', 'w').write({script!r})",
+                     "import os\n_ = os.system('python /tmp/reach.py')"])
     assert cells[1][0] == "[]\n"
 
 
 # -- (e) nothing outlives the sandbox --------------------------------------------------------
 
-@pytest.mark.xfail(AS_USER, strict=True, reason="hole: as an ordinary user the notebook traces bubblewrap's pid 1 "
-                   "and clears its parent-death signal; the grader kills only bubblewrap's process group, so "
+@pytest.mark.xfail(AS_USER and platform.machine() == "x86_64", strict=True, reason="hole: as an ordinary user the "
+                   "notebook traces bubblewrap's pid 1 and clears its parent-death signal; the grader kills only "
+                   "bubblewrap's process group, so "
                    "pid 1 and the notebook live on after the sandbox (not fixed yet: e.g. the grader kills "
                    "pid 1 by its pid)")
 def test_no_process_of_the_notebook_outlives_its_sandbox():
     name = unique()
-    cells = run([INJECT + "import atexit, signal, time\ntry:\n    print(syscalls(1, [(157, 1, 0)]))  # prctl(PR_SET_PDEATHSIG, 0)\n"
+    cells = run([INJECT + "import atexit, signal, time\ntry:\n"
+                 "    print(syscalls(1, [(157, 1, 0)]))  # prctl(PR_SET_PDEATHSIG, 0)\n"
                  "except OSError as error:\n    print(error)\n"
                  f"libc.prctl(1, 0, 0, 0, 0)\nlibc.prctl(15, {name.encode()!r}, 0, 0, 0)  # PR_SET_NAME\n"
-                 "for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):\n    signal.signal(number, signal.SIG_IGN)\n"
+                 "for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):\n"
+                 "    signal.signal(number, signal.SIG_IGN)\n"
                  "atexit.register(time.sleep, 600)"])
     time.sleep(0.5)
     left = named(name)
