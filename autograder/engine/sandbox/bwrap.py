@@ -83,6 +83,7 @@ def command(folder, uid, limits, files=(), environment=None, hidden=()):
     size = str(limits.disk_bytes)
     line = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
             "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
+            "--remount-ro", "/dev",  # its device nodes stay writable; no files (an ordinary user's tmpfs)
             "--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
     for name in ("bin", "lib", "lib64", "sbin"):
         if os.path.islink(f"/{name}"):

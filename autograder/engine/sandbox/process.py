@@ -13,11 +13,21 @@ import time
 from pathlib import Path
 
 from .. import protocol
+from . import seccomp
 from .bwrap import RUNNER, SITE_PACKAGES, runner_folder
 from .bwrap import command as bwrap_command
 from .state import SandboxStopped
 
 GRACE = 5.0  # seconds the grader waits beyond the runner's own alarm before killing it
+BWRAP_ENVIRONMENT = {"PATH": "/usr/bin:/bin"}
+
+
+def _children(pid):
+    """The pids of the children of the process `pid` (none once it has ended)."""
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
 
 
 class Process:
@@ -33,18 +43,30 @@ class Process:
         ours, theirs = socket.socketpair()
         python = str(Path(sys.prefix) / "bin" / "python")
         s = self.submission
+        passed = [theirs.fileno()]
         if s.isolate:
             # run as a module, from its bytecode; without `site`, whose .pth files would import the
             # course's editable finder (our own code, unsandboxed, needs it): the packages' folders
             command = bwrap_command(runner, s.uid, s.limits, s.files, self.environment, s.hidden) + [
                 python, "-E", "-s", "-S", "-B", "-m", RUNNER, str(theirs.fileno()), *SITE_PACKAGES]
+            refused = seccomp.program()
+            if refused:  # bubblewrap reads the filter from a pipe, and applies it to the notebook
+                read, write = os.pipe()
+                os.write(write, refused)
+                os.close(write)
+                command[1:1] = ["--seccomp", str(read)]
+                passed.append(read)
         else:
             command = [python, "-E", "-s", "-B", str(runner / RUNNER / "__main__.py"), str(theirs.fileno())]
             self.folder = Path(tempfile.mkdtemp(prefix="sandbox-"))  # its working folder
         self.popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, pass_fds=[theirs.fileno()],
+                                      stderr=subprocess.STDOUT, pass_fds=passed,
                                       cwd=self.folder or runner, start_new_session=True,
-                                      env=None if s.isolate else {**os.environ, **self.environment})
+                                      # bubblewrap's first process keeps the environment it was given,
+                                      # and the notebook can read it: nothing of the grader's
+                                      env=BWRAP_ENVIRONMENT if s.isolate else {**os.environ, **self.environment})
+        for fd in passed[1:]:
+            os.close(fd)
         theirs.close()
         self.socket = ours
         self.reader = ours.makefile("rb", protocol.STREAM_BUFFER)
@@ -72,6 +94,11 @@ class Process:
             self.popen = None
 
     def _kill(self):
+        # bubblewrap's first process, the init of the sandbox's PID namespace (in a session of
+        # its own): all the notebook's processes end with it, whatever their parent-death signal
+        for child in _children(self.popen.pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(child, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, signal.SIGKILL)
         self.popen.wait()
