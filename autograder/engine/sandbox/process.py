@@ -15,7 +15,10 @@ from pathlib import Path
 from .. import protocol
 from .bwrap import RUNNER, SITE_PACKAGES, runner_folder
 from .bwrap import command as bwrap_command
+from .shell import namespaces
 from .state import SandboxStopped
+
+NAMESPACES_SECONDS = 30.0  # at most, for bubblewrap to make the sandbox (as an ordinary user)
 
 GRACE = 5.0  # seconds the grader waits beyond the runner's own alarm before killing it
 
@@ -27,6 +30,7 @@ class Process:
     def __init__(self, submission, events, environment):
         self.submission, self.events, self.environment = submission, events, environment
         self.folder = self.popen = None
+        self.namespaces = None  # what its shell commands enter, as an ordinary user (`shell.namespaces`)
 
     def start(self):
         runner = runner_folder()
@@ -55,6 +59,8 @@ class Process:
         self.output_exceeded = False
         self.monitor = threading.Thread(target=self._drain_output, daemon=True)
         self.monitor.start()
+        if s.isolate and os.geteuid() != 0:  # before the notebook runs (it waits for "run")
+            self.namespaces = namespaces(self.popen, min(s.deadline, self.started + NAMESPACES_SECONDS))
 
     @property
     def alive(self):
@@ -69,7 +75,9 @@ class Process:
                     stream.close()
             if self.folder:
                 shutil.rmtree(self.folder, ignore_errors=True)
-            self.popen = None
+            for fd in self.namespaces if isinstance(self.namespaces, tuple) else ():
+                os.close(fd)
+            self.popen = self.namespaces = None
 
     def _kill(self):
         with contextlib.suppress(ProcessLookupError, PermissionError):
