@@ -22,6 +22,8 @@ AS_USER = [
     "tests/engine/test_sandbox_cells.py::test_a_shell_command_runs_in_the_notebook_s_folders_as_its_user_without_network",
     "tests/engine/test_sandbox_cells.py::test_a_shell_command_is_stopped_with_its_cell_and_none_of_its_processes_outlives_it",
     "tests/engine/test_sandbox_cells.py::test_a_shell_command_has_few_processes_and_a_share_of_the_memory",
+    "tests/engine/test_sandbox_cells.py::test_a_shell_command_enters_the_namespaces_of_the_sandbox_as_it_started",
+    "tests/engine/test_sandbox_cells.py::test_bubblewrap_s_first_process_has_next_to_nothing_that_a_notebook_could_use",
     "tests/engine/test_kernel_magics.py::test_every_test_cell_scores_as_under_stock_nbgrader",
     "tests/engine/test_kernel_magics.py::test_the_magics_decide_points_both_ways",
     "tests/engine/test_adversarial.py::test_no_trick_earns_a_point",

@@ -261,6 +261,17 @@ def test_a_shell_command_enters_the_namespaces_of_the_sandbox_as_it_started():
     assert cells[1] == (f"{runner}\r\n", "", None)
 
 
+@pytest.mark.skipif(os.geteuid() == 0, reason="as root, bubblewrap's first process is root's: no ptrace")
+def test_bubblewrap_s_first_process_has_next_to_nothing_that_a_notebook_could_use():
+    # as an ordinary user, a notebook may run code in it (MOVE_FIRST): beyond the runner's limits
+    cells = outputs(["print(open('/proc/1/limits').read())"])
+    limits = {line[:26].strip(): line[26:].split()[:2] for line in cells[0][0].splitlines()[1:]}
+    assert {name: limits[name] for name in ("Max address space", "Max processes", "Max cpu time",
+                                            "Max file size")} == {
+        "Max address space": [str(64 * 1024 ** 2)] * 2, "Max processes": ["1", "1"], "Max cpu time": ["2", "2"],
+        "Max file size": ["0", "0"]}
+
+
 def test_without_user_namespaces_of_its_own_a_shell_command_fails_saying_why():
     # a setuid bubblewrap makes the sandbox's namespaces in ours (here: processes of ours, a
     # first one with a child): an ordinary user may not enter its mounts

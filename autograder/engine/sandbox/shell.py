@@ -14,6 +14,7 @@ import fcntl
 import os
 import pty
 import re
+import resource
 import selectors
 import signal
 import struct
@@ -101,6 +102,11 @@ class Unavailable(Exception):
 
 
 NS_GET_USERNS = 0xB701  # ioctl_ns(2): the user namespace that owns a namespace
+# bubblewrap's first process only waits for the runner; as an ordinary user it is the user's, and
+# a notebook could run code in it (ptrace) beyond the runner's limits: it gets next to nothing
+# (no process: the runner and it already count 2)
+FIRST_LIMITS = {resource.RLIMIT_AS: 64 * 1024 ** 2, resource.RLIMIT_NPROC: 1, resource.RLIMIT_CPU: 2,
+                resource.RLIMIT_FSIZE: 0, resource.RLIMIT_CORE: 0}
 
 
 def namespaces(popen, deadline):
@@ -109,7 +115,7 @@ def namespaces(popen, deadline):
     namespace and the user namespace of its processes, those of bubblewrap's first process once
     it has started the runner (every mount made), waiting for it until `deadline` (monotonic);
     opened before the notebook runs, as that process is the user's and a notebook could make it
-    move to namespaces of its own (ptrace). None if the sandbox ended first; Unavailable if it is
+    move to namespaces of its own (ptrace); that process gets FIRST_LIMITS. None if the sandbox ended first; Unavailable if it is
     made without user namespaces of its own (bubblewrap installed setuid): its mounts are then
     not ours to enter."""
     first, pid = None, popen.pid
@@ -127,6 +133,8 @@ def namespaces(popen, deadline):
         return None
     fds = []
     try:
+        for limit, value in FIRST_LIMITS.items():  # hard limits: raising them takes a capability
+            resource.prlimit(first, limit, (value, value))
         fds.append(os.open(f"/proc/{first}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC))
         try:
             fds.insert(0, fcntl.ioctl(fds[0], NS_GET_USERNS))
