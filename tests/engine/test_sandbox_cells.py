@@ -2,13 +2,15 @@
 notebook needs it, and without `site` (whose .pth files would import the course's finder)."""
 
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from autograder.engine.sandbox import Limits, Sandbox
+from autograder.engine.sandbox import Limits, Sandbox, shell
 from tests.support import ROOT
 
 UID = 100_000 + 99_001  # a sandbox user no grading process uses (grade.BASE_UID + pid mod 100000)
@@ -147,10 +149,13 @@ def test_a_shell_command_runs_in_the_notebook_s_folders_as_its_user_without_netw
         "!python -c 'import sys; print(sys.prefix == \"%s\")'" % sys.prefix,
         "import os\nprint(os.system('echo from os.system; exit 3') >> 8)",
     ])
-    assert cells[1] == (f"from python\r\n{UID}\r\n", "", None)
+    # as root, the sandbox's own user; as an ordinary user, the user (in a user namespace)
+    assert cells[1] == (f"from python\r\n{UID if os.geteuid() == 0 else os.geteuid()}\r\n", "", None)
     assert cells[2][0] == "from the shell\n\n"
     assert cells[3][0].split() == ["1", "lo"]  # the notebook's files; no network but loopback
-    assert cells[4][0] == f"{Path(sys.prefix).name}\r\n2\r\n"  # the environment, nothing of the course
+    listed = (f"{Path(sys.prefix).name}\r\n" if ROOT in Path(sys.prefix).parents  # a worktree's venv is elsewhere
+              else f"ls: cannot access '{ROOT}': No such file or directory\r\n")
+    assert cells[4][0] == f"{listed}2\r\n"  # the environment, nothing of the course
     assert cells[5][0] == "True\r\n"
     assert cells[6][0] == "from os.system\n3\n"  # the notebook's process starts none itself
 
@@ -193,3 +198,87 @@ def test_a_check_s_call_runs_no_shell_command():
         sandbox.run()
         with pytest.raises(RuntimeError, match="only in the notebook's cells"):
             sandbox.functions["shell_out"](1)
+
+
+def test_the_sandbox_is_read_only_but_tmp_and_the_notebook_s_folder():
+    # as an ordinary user, bubblewrap's / is a tmpfs of the user's: without `--remount-ro /`, a
+    # notebook could write /etc/ld.so.preload, which the tools that run its shell commands read
+    refused = ["os.makedirs('/etc')", "open('/etc/ld.so.preload', 'w')", "open('/x', 'w')", "open('/usr/x', 'w')",
+               "open('/dev/x', 'w')", "open('/proc/sys/kernel/hostname', 'w')", "open('/proc/sysrq-trigger', 'w')"]
+    allowed = ["open('/tmp/x', 'w')", "open('./x', 'w')", "open('/sandbox/y', 'w')"]
+    code = ("import os\nfor attempt in %r:\n    try:\n        exec(attempt)\n        print('written', attempt)\n"
+            "    except OSError:\n        pass" % (refused + allowed))
+    cells = outputs([code, "!for f in /etc /x /usr/x /dev/x /proc/x; do mkdir $f 2>/dev/null && echo $f; done; "
+                           "touch /tmp/y ./z && echo both"])
+    assert cells[0] == ("".join(f"written {attempt}\n" for attempt in allowed), "", None)
+    assert cells[1] == ("both\r\n", "", None)
+
+
+# A notebook that moves bubblewrap's first process (as an ordinary user, the user's own: it may
+# ptrace it, here on x86-64) to user and mount namespaces of its own; the grader's tools, root
+# there, would run in its mounts (its /etc/ld.so.preload), in the host's pid and network
+# namespaces.
+MOVE_FIRST = r'''import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+class Registers(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_ulonglong) for name in (
+        "r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags rsp ss fs_base gs_base "
+        "ds es fs gs").split()]
+moved = None
+if libc.ptrace(16, 1, None, None) == 0:  # PTRACE_ATTACH bubblewrap's first process (pid 1 here)
+    os.waitpid(1, 0)
+    saved, registers = Registers(), Registers()
+    libc.ptrace(12, 1, None, ctypes.byref(saved))
+    ctypes.memmove(ctypes.byref(registers), ctypes.byref(saved), ctypes.sizeof(saved))
+    with open("/proc/1/mem", "rb") as memory:
+        for line in open("/proc/1/maps"):
+            span, permissions = line.split()[:2]
+            if "x" in permissions:
+                start, end = (int(part, 16) for part in span.split("-"))
+                memory.seek(start)
+                found = memory.read(end - start).find(b"\x0f\x05")  # a syscall instruction
+                if found >= 0:
+                    break
+    registers.rip, registers.rax, registers.orig_rax = start + found, 272, 2 ** 64 - 1  # unshare(2)
+    registers.rdi = 0x10000000 | 0x00020000  # CLONE_NEWUSER | CLONE_NEWNS
+    libc.ptrace(13, 1, None, ctypes.byref(registers))
+    libc.ptrace(9, 1, None, None)  # PTRACE_SINGLESTEP
+    os.waitpid(1, 0)
+    libc.ptrace(12, 1, None, ctypes.byref(registers))
+    moved = registers.rax == 0
+    libc.ptrace(13, 1, None, ctypes.byref(saved))
+    libc.ptrace(17, 1, None, None)
+print(moved)
+print(os.readlink("/proc/self/ns/user"))'''
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the notebook's ptrace is x86-64's")
+def test_a_shell_command_enters_the_namespaces_of_the_sandbox_as_it_started():
+    cells = outputs([MOVE_FIRST, "!readlink /proc/self/ns/user"])
+    moved, runner = cells[0][0].split()
+    assert moved == ("None" if os.geteuid() == 0 else "True")  # as root, it is root's: no ptrace
+    assert cells[1] == (f"{runner}\r\n", "", None)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="as root, bubblewrap's first process is root's: no ptrace")
+def test_bubblewrap_s_first_process_has_next_to_nothing_that_a_notebook_could_use():
+    # as an ordinary user, a notebook may run code in it (MOVE_FIRST): beyond the runner's limits
+    cells = outputs(["print(open('/proc/1/limits').read())"])
+    limits = {line[:26].strip(): line[26:].split()[:2] for line in cells[0][0].splitlines()[1:]}
+    assert {name: limits[name] for name in ("Max address space", "Max processes", "Max cpu time",
+                                            "Max file size")} == {
+        "Max address space": [str(64 * 1024 ** 2)] * 2, "Max processes": ["1", "1"], "Max cpu time": ["2", "2"],
+        "Max file size": ["0", "0"]}
+
+
+def test_without_user_namespaces_of_its_own_a_shell_command_fails_saying_why():
+    # a setuid bubblewrap makes the sandbox's namespaces in ours (here: processes of ours, a
+    # first one with a child): an ordinary user may not enter its mounts
+    popen = subprocess.Popen(["sh", "-c", "sh -c 'sleep 30 & wait' & wait"], start_new_session=True)
+    try:
+        found = shell.namespaces(popen, time.monotonic() + 10)
+    finally:
+        os.killpg(popen.pid, signal.SIGKILL)
+        popen.wait()
+    assert isinstance(found, shell.Unavailable) and "setuid" in str(found)

@@ -1,9 +1,10 @@
 """The grader's side of the sandbox: a student's notebook in bubblewrap, its functions called from outside.
 
 The notebook runs in the `runner` package, in its own process started by bubblewrap (Debian's
-`bwrap`) as an unprivileged user of its own, with only /usr, the Python installation and its
-packages (read-only) around it, and two small private in-memory folders (/sandbox, holding the
-runner read-only, and /tmp): no instructor sources, no reference package, no grader outputs, no
+`bwrap`) as an unprivileged user of its own (or, graded by an ordinary user, as that user in user
+namespaces of its own), with only /usr, the Python installation and its packages (read-only)
+around it, and two small private in-memory folders, the only ones it may write (/sandbox,
+holding the runner read-only, and /tmp): no instructor sources, no reference package, no grader outputs, no
 other student's files, no network, its own process namespace, and limits on time, memory,
 processes (none besides itself), file size and output.
 

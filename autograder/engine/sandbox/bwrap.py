@@ -100,6 +100,9 @@ def command(folder, uid, limits, files=(), environment=None, hidden=()):
         for parent in reversed(PurePosixPath(relative).parents[:-1]):  # else made private (0700)
             line += ["--perms", "0755", "--dir", f"/sandbox/{parent}"]
         line += ["--ro-bind", str(path), f"/sandbox/{relative}"]
+    # Read-only, once every mount is made, but /tmp and /sandbox: as an ordinary user, / and /dev
+    # are tmpfs of the user's (who could write /etc/ld.so.preload, read by the shell's tools)
+    line += ["--remount-ro", "/dev", "--remount-ro", "/"]
     line += _environment(environment)
     return line if uid is None else _as_user(line, uid)
 

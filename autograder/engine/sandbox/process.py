@@ -16,7 +16,10 @@ from .. import protocol
 from . import seccomp
 from .bwrap import RUNNER, SITE_PACKAGES, runner_folder
 from .bwrap import command as bwrap_command
+from .shell import namespaces
 from .state import SandboxStopped
+
+NAMESPACES_SECONDS = 30.0  # at most, for bubblewrap to make the sandbox (as an ordinary user)
 
 GRACE = 5.0  # seconds the grader waits beyond the runner's own alarm before killing it
 BWRAP_ENVIRONMENT = {"PATH": "/usr/bin:/bin"}
@@ -37,6 +40,7 @@ class Process:
     def __init__(self, submission, events, environment):
         self.submission, self.events, self.environment = submission, events, environment
         self.folder = self.popen = None
+        self.namespaces = None  # what its shell commands enter, as an ordinary user (`shell.namespaces`)
 
     def start(self):
         runner = runner_folder()
@@ -77,6 +81,8 @@ class Process:
         self.output_exceeded = False
         self.monitor = threading.Thread(target=self._drain_output, daemon=True)
         self.monitor.start()
+        if s.isolate and os.geteuid() != 0:  # before the notebook runs (it waits for "run")
+            self.namespaces = namespaces(self.popen, min(s.deadline, self.started + NAMESPACES_SECONDS))
 
     @property
     def alive(self):
@@ -91,7 +97,9 @@ class Process:
                     stream.close()
             if self.folder:
                 shutil.rmtree(self.folder, ignore_errors=True)
-            self.popen = None
+            for fd in self.namespaces if isinstance(self.namespaces, tuple) else ():
+                os.close(fd)
+            self.popen = self.namespaces = None
 
     def _kill(self):
         # bubblewrap's first process, the init of the sandbox's PID namespace (in a session of
