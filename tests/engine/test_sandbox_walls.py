@@ -26,9 +26,6 @@ UID = 100_000 + 99_046  # a sandbox user no grading process uses (grade.BASE_UID
 AS_ROOT = os.geteuid() == 0
 AS_USER = not AS_ROOT
 
-SHELL_HOLE = ("hole: as an ordinary user a shell command does not run at all (nsenter cannot enter the "
-              "sandbox's mount namespace) (fixed by the sandbox-user branch)")
-
 
 def run(sources, limits=Limits(cell_seconds=10), **kwargs):
     """[(stdout, stderr, error name or None)] of each cell."""
@@ -117,9 +114,6 @@ print(sorted(path for path in PATHS if attempt(path)))
 '''
 
 
-@pytest.mark.xfail(AS_USER, strict=True, reason="hole: as an ordinary user the sandbox's root is a tmpfs of "
-                   "the notebook's own user: it makes /etc (and /etc/ld.so.preload) (fixed by the sandbox-user "
-                   "branch: --remount-ro /)")
 def test_the_notebook_writes_nothing_in_the_sandbox_s_root():
     import sys
     paths = ["/etc/ld.so.preload", "/etc/passwd", "/wall-file", "/usr/wall-file", "/root/wall-file",
@@ -136,7 +130,6 @@ def test_the_notebook_writes_nothing_in_dev():
 
 # -- (b) reaching or influencing what the grader starts -------------------------------------
 
-@pytest.mark.xfail(AS_USER, strict=True, reason=SHELL_HOLE)
 def test_an_ld_so_preload_the_notebook_plants_loads_into_no_process():
     """The grader's tools that run a shell command (unshare, prlimit, setpriv) run in the
     sandbox's mount namespace; a /etc/ld.so.preload there would load into them (the ordinary
@@ -150,7 +143,6 @@ def test_an_ld_so_preload_the_notebook_plants_loads_into_no_process():
     assert "ran" in out and "ld.so" not in out + err
 
 
-@pytest.mark.xfail(AS_USER, strict=True, reason=SHELL_HOLE)
 def test_the_notebook_s_environment_reaches_none_of_the_grader_s_tools():
     """The notebook's variables (sent with a shell command) are its command's, not the tools':
     LD_DEBUG logs every program that gets them (LD_PRELOAD would load a library into it), PATH
@@ -206,9 +198,7 @@ def test_namespaces_the_notebook_makes_for_itself_divert_no_tool_of_the_grader()
         "import os\n_ = os.system('echo ran')",
         "import os\nprint(os.path.exists('/tmp/wall-diverted'))",
     ])
-    assert cells[2][0] == "False\n"
-    if AS_ROOT:  # (an ordinary user's shell commands do not run: SHELL_HOLE)
-        assert "ran" in cells[1][0]
+    assert cells[2][0] == "False\n" and "ran" in cells[1][0]
 
 
 def test_the_notebook_cannot_trace_the_sandbox_s_first_process():
@@ -279,7 +269,6 @@ def test_the_notebook_holds_no_more_memory_than_its_limit_in_shared_memory():
     assert int(cells[0][0]) * 2 ** 20 <= limit
 
 
-@pytest.mark.xfail(AS_USER, strict=True, reason=SHELL_HOLE)
 def test_a_shell_command_cannot_raise_its_limits_even_in_a_user_namespace_of_its_own():
     """Its processes (a fork bomb, in a user namespace of its own where it is root), its files'
     size, its hard limits: as the grader set them. As an ordinary user, the process limit must
@@ -320,9 +309,6 @@ def test_the_notebook_sees_neither_the_instructor_s_files_nor_another_notebook_s
     assert len(ast.literal_eval(cells[1][0])) <= 2  # bubblewrap's pid 1 and the notebook: no other process
 
 
-@pytest.mark.xfail(strict=True, reason="hole: bubblewrap's command line, in /proc/1/cmdline, names the machine's "
-                   "paths of the files bound in the notebook's folder (an instructor's folders, user name) and of "
-                   "the Python installation (not fixed yet: e.g. bubblewrap's --args FD)")
 def test_the_notebook_learns_no_path_of_the_machine(tmp_path):
     folder = tmp_path / "instructor-course-source"
     folder.mkdir()
@@ -434,7 +420,6 @@ def test_the_notebook_reaches_no_network_nor_a_socket_of_the_machine():
     assert cells[0][0] == "[]\n"
 
 
-@pytest.mark.xfail(AS_USER, strict=True, reason=SHELL_HOLE)
 def test_a_shell_command_reaches_no_network_nor_a_socket_of_the_machine():
     server, unix, addresses, name = _listening()
     with server, unix:
@@ -462,11 +447,6 @@ def test_no_process_of_the_notebook_outlives_its_sandbox():
     assert cells[0][2] is None and not left
 
 
-@pytest.mark.xfail(AS_ROOT, strict=True, reason="hole: a shell command whose first process calls setsid lives "
-                   "on: the grader kills the command's process group, and setpriv's change of uid cleared the "
-                   "parent-death signal of unshare --kill-child (not fixed yet: e.g. setpriv --pdeathsig keep, "
-                   "or the grader kills the namespace's first process by its pid)")
-@pytest.mark.xfail(AS_USER, strict=True, reason=SHELL_HOLE)
 def test_no_process_of_a_shell_command_outlives_it():
     name = unique()
     started = time.monotonic()

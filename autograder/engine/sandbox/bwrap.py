@@ -50,8 +50,8 @@ def check_available():
         raise SandboxUnavailable(
             "bubblewrap is not installed: grading runs each notebook in a bubblewrap sandbox "
             "(install the Debian package `bubblewrap`; `make test` installs it)")
-    result = subprocess.run(command(runner_folder(), None, Limits()) + ["/bin/true"],
-                            capture_output=True, text=True)
+    options, prefix = arguments(runner_folder(), None, Limits())
+    result = subprocess.run(["bwrap", *options, *prefix, "/bin/true"], capture_output=True, text=True)
     if result.returncode != 0:
         raise SandboxUnavailable(f"bubblewrap cannot start a sandbox here: {result.stderr.strip()}")
 
@@ -75,15 +75,14 @@ def runner_folder():
     return _FOLDER[0]
 
 
-def command(folder, uid, limits, files=(), environment=None, hidden=()):
-    """The bwrap command line that runs the runner files of `folder` (and their bytecode) with
-    nothing else around but `files`: (path, relative path) bound read-only in the notebook's folder
-    (and the variables of `environment`); the packages `hidden` (the course's) and the engine's are
-    hidden should they be installed as copies."""
+def arguments(folder, uid, limits, files=(), environment=None, hidden=()):
+    """(bubblewrap's options, what comes before the command in the sandbox) to run the runner
+    files of `folder` (and their bytecode) with nothing else around but `files`: (path, relative
+    path) bound read-only in the notebook's folder (and the variables of `environment`); the
+    packages `hidden` (the course's) and the engine's are hidden should they be installed as copies."""
     size = str(limits.disk_bytes)
-    line = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+    line = ["--unshare-all", "--die-with-parent", "--new-session",
             "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
-            "--remount-ro", "/dev",  # its device nodes stay writable; no files (an ordinary user's tmpfs)
             "--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
     for name in ("bin", "lib", "lib64", "sbin"):
         if os.path.islink(f"/{name}"):
@@ -104,7 +103,7 @@ def command(folder, uid, limits, files=(), environment=None, hidden=()):
     # are tmpfs of the user's (who could write /etc/ld.so.preload, read by the shell's tools)
     line += ["--remount-ro", "/dev", "--remount-ro", "/"]
     line += _environment(environment)
-    return line if uid is None else _as_user(line, uid)
+    return (line, []) if uid is None else _as_user(line, uid)
 
 
 def _python(hidden):
@@ -141,8 +140,7 @@ def _as_user(line, uid):
         # As root: share no user namespace, run the notebook as an ordinary user instead,
         # so that its process limit counts (root's would not).
         line.remove("--unshare-all")
-        line[1:1] = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-                     "--unshare-cgroup-try"]
-        return line + ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                       "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
-    return line
+        line[:0] = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        return line, ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                      "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+    return line, []

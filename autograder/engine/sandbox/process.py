@@ -15,8 +15,8 @@ from pathlib import Path
 from .. import protocol
 from . import seccomp
 from .bwrap import RUNNER, SITE_PACKAGES, runner_folder
-from .bwrap import command as bwrap_command
-from .shell import namespaces
+from .bwrap import arguments as bwrap_arguments
+from .shell import children, namespaces
 from .state import SandboxStopped
 
 NAMESPACES_SECONDS = 30.0  # at most, for bubblewrap to make the sandbox (as an ordinary user)
@@ -25,12 +25,12 @@ GRACE = 5.0  # seconds the grader waits beyond the runner's own alarm before kil
 BWRAP_ENVIRONMENT = {"PATH": "/usr/bin:/bin"}
 
 
-def _children(pid):
-    """The pids of the children of the process `pid` (none once it has ended)."""
-    try:
-        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except (OSError, ValueError):
-        return []
+def _file_of(data):
+    """A file descriptor (inheritable, at the start) of a file in memory that holds `data`."""
+    fd = os.memfd_create("bwrap", 0)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 class Process:
@@ -51,15 +51,16 @@ class Process:
         if s.isolate:
             # run as a module, from its bytecode; without `site`, whose .pth files would import the
             # course's editable finder (our own code, unsandboxed, needs it): the packages' folders
-            command = bwrap_command(runner, s.uid, s.limits, s.files, self.environment, s.hidden) + [
-                python, "-E", "-s", "-S", "-B", "-m", RUNNER, str(theirs.fileno()), *SITE_PACKAGES]
+            options, prefix = bwrap_arguments(runner, s.uid, s.limits, s.files, self.environment, s.hidden)
             refused = seccomp.program()
-            if refused:  # bubblewrap reads the filter from a pipe, and applies it to the notebook
-                read, write = os.pipe()
-                os.write(write, refused)
-                os.close(write)
-                command[1:1] = ["--seccomp", str(read)]
-                passed.append(read)
+            if refused:  # applied to the notebook's process
+                passed.append(_file_of(refused))
+                options[:0] = ["--seccomp", str(passed[-1])]
+            # read from a file, not the command line, which the notebook could read in /proc (the
+            # machine's paths of the files bound in its folder)
+            passed.append(_file_of("".join(f"{option}\0" for option in options).encode()))
+            command = ["bwrap", "--args", str(passed[-1]), *prefix,
+                       python, "-E", "-s", "-S", "-B", "-m", RUNNER, str(theirs.fileno()), *SITE_PACKAGES]
         else:
             command = [python, "-E", "-s", "-B", str(runner / RUNNER / "__main__.py"), str(theirs.fileno())]
             self.folder = Path(tempfile.mkdtemp(prefix="sandbox-"))  # its working folder
@@ -104,7 +105,7 @@ class Process:
     def _kill(self):
         # bubblewrap's first process, the init of the sandbox's PID namespace (in a session of
         # its own): all the notebook's processes end with it, whatever their parent-death signal
-        for child in _children(self.popen.pid):
+        for child in children(self.popen.pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(child, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -155,6 +155,14 @@ def namespaces(popen, deadline):
     return tuple(fds)
 
 
+def children(pid):
+    """The pids of the children of the process `pid` (none once it has ended)."""
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
 def run(command, stdin, merged, environment, folder, seconds, max_chars, pass_fds=()):
     """(stdout, stderr, exit status, timed out) of `command` (given `pass_fds`), stopped (its
     process group killed) after `seconds` or `max_chars` characters. `merged`: stdout and stderr
@@ -182,8 +190,16 @@ def run(command, stdin, merged, environment, folder, seconds, max_chars, pass_fd
             selector.register(getattr(process, name).fileno(), selectors.EVENT_READ, name)
         threading.Thread(target=_feed, args=(process.stdin, (stdin or "").encode()), daemon=True).start()
     texts, timed_out = _read(selector, time.monotonic() + seconds, max_chars)
+    # the first process of its PID namespace (unshare's child), whose end ends all of them: by its
+    # pid, as it may have left the group (setsid) and lost its parent-death signal (setpriv)
+    # (unshare reaps it and ends, else it would be left to the machine's init to reap)
+    for pid in children(process.pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=1)
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)  # its namespace's first process: all of them end
+        os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     selector.close()
     if merged:
