@@ -262,7 +262,8 @@ class NbgraderAssignment(Assignment):
         ids = [nbgrader_course.nbgrader_meta(cell).get("grade_id") for cell in cells]
         places = {str(i): f"the cell `{cell_id}`" if cell_id else f"cell {i + 1} of {unit.name}.ipynb"
                   for i, cell_id in enumerate(ids)}
-        return sandboxes.nbgrader_sandbox(cells, limits, nbgrader_course.notebook_files(self.root, self.spec, folder),
+        return sandboxes.nbgrader_sandbox(cells, nbgrader_course.cell_limits(self.root, limits),
+                                          nbgrader_course.notebook_files(self.root, self.spec, folder),
                                           self.course.packages, places)
 
     def check(self, unit, run, secret):

@@ -7,7 +7,7 @@ import re
 def failure_message(error):
     """One sentence from the error of a check cell (an nbformat error output, or a dict like it)."""
     name, value = error["ename"], str(error["evalue"]).strip()
-    if name == "CheckFailed":
+    if name in ("CheckFailed", "CellNotRun"):  # a sentence of ours
         return value
     if name in ("CellTimeoutError", "CellTimeout"):
         if value:  # ours says which function ran out of time
@@ -77,4 +77,5 @@ def caused_by(error, earlier):
     if raised.get("place"):  # the line that raised, in the cell named already
         raised = {**raised, "place": raised["place"].replace(f" of their cell in {where}:", ":")
                   .replace(f" in {where}:", ":")}
-    return f"`{name}` is not defined because {where} raised {failure_message(raised)}"
+    how = "was not run:" if raised["ename"] == "CellNotRun" else "raised"  # it killed its process (Sandbox.run)
+    return f"`{name}` is not defined because {where} {how} {failure_message(raised)}"

@@ -31,7 +31,7 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import nbformat
@@ -73,6 +73,35 @@ def configuration(root):
                                   f"{directory.directory_structure!r} is not supported (only nbgrader's "
                                   f"default {default!r})")
     return config, directory
+
+
+# where nbgrader's Execute finds its timeout: its own section and those of the classes it
+# inherits it from, the subclass's last (and winning), as traitlets reads them
+TIMEOUT_SECTIONS = ("NotebookClient", "ExecutePreprocessor", "Execute")
+
+
+def cell_seconds(root):
+    """The limit of every cell (seconds) that the course's nbgrader_config.py sets as nbgrader's
+    autograde reads it (`Execute.timeout`, or `ExecutePreprocessor.timeout` or
+    `NotebookClient.timeout`), or None where it sets none, or no limit (None, 0 or less)."""
+    config, seconds = configuration(root)[0], None
+    for section in TIMEOUT_SECTIONS:
+        if section in config and "timeout" in config[section]:
+            seconds = config[section]["timeout"]
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))):
+        raise NbgraderCourseError(f"{Path(root) / CONFIG_FILE}: the cells' timeout {seconds!r} is not a number "
+                                  "of seconds")
+    return seconds if seconds is not None and seconds > 0 else None
+
+
+def cell_limits(root, limits):
+    """`limits` (the engine's) with the course's limit of a cell (`cell_seconds`) where it sets one
+    and the command line fixed none (`--cell-timeout`, which wins, as nbgrader's own command line
+    wins over its configuration file)."""
+    seconds = cell_seconds(root)
+    if seconds is None or limits.fixed_cells:
+        return limits
+    return replace(limits, cell_seconds=float(seconds))
 
 
 def course_directory(root):

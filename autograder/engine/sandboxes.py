@@ -35,7 +35,8 @@ def sandbox_for(course, name, cells, limits):
 
 def nbgrader_sandbox(cells, limits, files, hidden, places):
     """The sandbox that runs the code `cells` of an nbgrader notebook (test cells included), with
-    `files` beside it, nbgrader's fixed limits and `places` ({cell id: where it is})."""
+    `files` beside it, one limit for every cell (the course's: `nbgrader_course.cell_limits`) and
+    `places` ({cell id: where it is})."""
     sandbox = Sandbox([(str(i), cell.source) for i, cell in enumerate(cells) if cell.cell_type == "code"],
                       limits, uid=_uid(), timeouts=Timeouts(), files=files, hidden=hidden)
     sandbox.places = places

@@ -96,6 +96,40 @@ def test_a_check_whose_code_fails_makes_the_submission_a_grader_error(tmp_path, 
     assert any("not your fault" in note for note in graded.result.notes)
 
 
+# -- a cell that kills its process, or cannot be interrupted, costs what depends on it --------
+
+EXIT = "import os\nos._exit(1)  # kills the notebook's process\n"
+STUCK = ("import signal\n"  # the runner's alarms blocked: nothing can interrupt the loop
+         "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGPROF})\nwhile True:\n    pass\n")
+
+
+@pytest.mark.parametrize("code, status, why", [
+    (EXIT, "crashed", "the notebook's process died while it ran your answer cell of task “Scaled dot-product "
+                      "attention” (exit status 1"),
+    (STUCK, "timeout", "your answer cell of task “Scaled dot-product attention” ran longer than 4 s and could not "
+                       "be interrupted")])
+def test_a_cell_that_kills_its_process_or_cannot_be_interrupted_costs_only_the_checks_that_use_it(
+        tmp_path, code, status, why):
+    """The notebook runs again without that cell: the tasks before it and those that do not use its
+    function keep their points; the note names the cell."""
+    notebook = submission(SLUG, CORRECT)
+    cell = next(c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id")
+                == "scaled_dot_product_attention")
+    cell.source = code + cell.source
+    path = write(tmp_path, "s1", notebook)
+    graded = grade.grade_one(COURSE, Submission("s1", SLUG, path), "f" * 64, b"k" * 32,
+                             Limits(cell_seconds=2, fixed_cells=True))
+    scores = {check.name: (check.score, check.max_score) for check in graded.result.checks}
+    lost = {"test_attention", "test_attention_masks"}  # the attention's, and the one that uses it
+    assert all(score == (0.0 if name in lost else most) for name, (score, most) in scores.items()), scores
+    assert graded.result.status == status
+    assert any(note.startswith(why) and note.endswith("; the notebook ran again without that cell")
+               for note in graded.result.notes), graded.result.notes
+    message = next(c.message for c in graded.result.checks if c.name == "test_attention")
+    assert message.startswith("`scaled_dot_product_attention` is not defined because your answer cell of task "
+                              "“Scaled dot-product attention” was not run: "), message
+
+
 # -- the grader's version: every file of the engine, no hand-kept list --------------------
 
 def test_the_version_covers_every_file_of_the_engine_and_the_courses_graded_material():

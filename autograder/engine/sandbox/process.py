@@ -155,31 +155,35 @@ class Process:
             message = protocol.read(self.reader, ops, protocol.RUNNER)
         except (TimeoutError, socket.timeout):
             if seconds + GRACE < remaining:
-                self.stopped("timeout", f"{doing} ran longer than {seconds:g} s and could not be interrupted")
+                self.stopped("timeout", f"{doing} ran longer than {seconds:g} s and could not be interrupted",
+                             fault=f"this cell ran longer than {seconds:g} s and could not be interrupted")
             self.out_of_time()
         except ConnectionError:
-            self.stopped()  # the other end is gone: the process died
+            self.stopped(doing=doing)  # the other end is gone: the process died
         except (protocol.WireError, OSError) as error:
             self.stopped("crashed", f"the notebook's process sent a malformed message ({error})")
         if message is None:
-            self.stopped()
+            self.stopped(doing=doing)
         return message
 
     def out_of_time(self):
         self.stopped("timeout", f"the submission used up its {self.submission.limits.submission_seconds:g} s")
 
-    def stopped(self, status=None, reason=None):
-        """Kill the process, record why, raise SandboxStopped."""
+    def stopped(self, status=None, reason=None, fault=None, doing=None):
+        """Kill the process, record why, raise SandboxStopped. Without `status`: the process died
+        (while it ran `doing`). `fault`: when the code it ran stopped it (it could not be
+        interrupted, or the process died), that, in words for the output of the cell it ran."""
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=0 if status else 2)  # its own exit status, if it ended
         code = self.popen.returncode
         self._kill()
         self.monitor.join(timeout=5)
         if self.output_exceeded:
-            status = "resource-limit"
+            status, fault = "resource-limit", None
             reason = f"the notebook printed more than {self.submission.limits.output_chars} characters"
         elif status is None:
-            status, reason = "crashed", ("the notebook's process died while it ran "
+            status, reason = "crashed", (f"the notebook's process died while it ran{f' {doing}' if doing else ''} "
                                          f"(exit status {code}: os._exit, a crash or out of memory)")
+            fault = f"the notebook's process died in this cell (exit status {code})"
         self.events.append((status, reason))
-        raise SandboxStopped(status, reason)
+        raise SandboxStopped(status, reason, fault)

@@ -1,6 +1,7 @@
 """A session: one sandbox's notebook run, then its functions called from the grader."""
 
 import builtins
+import itertools
 import re
 import time
 
@@ -11,6 +12,8 @@ from .bwrap import MALLOC
 from .process import Process
 from .shell import answer as shell_answer
 from .state import Limits, SandboxStopped, Submission, Timeouts
+
+RERUNS = 3  # times one run starts the notebook again without a cell that killed its process or hung (`Sandbox.run`)
 
 
 def _shared(name):
@@ -42,6 +45,10 @@ class Sandbox:
                                 # time up to its calls and that of the calls (as the runner reports them)
         self.functions = {}     # name -> StudentFunction, once the notebook has run
         self.process = Process(self.submission, self.events, MALLOC if memory_above_baseline is not None else {})
+        # cell id -> why it is not run (`run`): the submission's; a sandbox for memory checks, whose
+        # cells' errors are not the submission's, starts from them and keeps its own
+        self.skipped = self.submission.skipped if memory_above_baseline is None else dict(self.submission.skipped)
+        self._waiting = None    # the cell whose result the grader waits for
 
     cells, limits, uid, isolate, timeouts = map(_shared, ("cells", "limits", "uid", "isolate", "timeouts"))
     files, hidden, places, own_cells, task = map(_shared, ("files", "hidden", "places", "own_cells", "task"))
@@ -68,17 +75,40 @@ class Sandbox:
 
     def run(self):
         """Run the notebook's cells; return [{id, stdout, stderr, error, result, outputs, seconds,
-        cpu_seconds}] in order."""
+        cpu_seconds}] in order.
+
+        A cell that kills the notebook's process or cannot be interrupted costs only what depends
+        on it: the notebook runs again from its start, in a fresh process, without that cell, whose
+        result is an error saying why (`skipped`); each such cell once, at most RERUNS times, and
+        only while the submission has time left. The results are those of the last run."""
+        for reruns in itertools.count():
+            try:
+                return self._run()
+            except SandboxStopped as stop:
+                cell_id, self._waiting = self._waiting, None
+                if (stop.fault is None or cell_id is None or cell_id in self.skipped or reruns >= RERUNS
+                        or time.monotonic() >= self.deadline):
+                    raise
+                self.skipped[cell_id] = stop.fault
+                if self.events and self.events[-1] == (stop.status, stop.reason):
+                    self.events[-1] = (stop.status, f"{stop.reason}; the notebook ran again without that cell")
+                self.process.close()
+                self.process = Process(self.submission, self.events, self.process.environment)
+
+    def _run(self):
+        """One run of the notebook's cells, but the skipped ones, in a new process: their results."""
         s, process = self.submission, self.process
         process.start()
         seconds = {cell_id: s.timeouts.cells.get(cell_id, s.limits.cell_seconds) for cell_id, _ in s.cells}
         limits = {"memory_bytes": s.limits.memory_bytes, "processes": s.limits.processes,
                   "file_bytes": s.limits.file_bytes, "output_chars": s.limits.output_chars,
                   "wall_factor": s.limits.wall_factor, "memory_above_baseline": self.memory_above_baseline}
-        process.send("run", cells=s.cells, cell_timeout=s.limits.cell_seconds, cell_timeouts=seconds,
+        process.send("run", cells=[cell for cell in s.cells if cell[0] not in self.skipped],
+                     cell_timeout=s.limits.cell_seconds, cell_timeouts=seconds,
                      stopping_cells=sorted(s.timeouts.stopping_cells), stopped=s.stopped, places=s.places,
                      own_cells=s.own_cells, limits=limits)
-        results = [self._cell(cell_id, seconds[cell_id]) for cell_id, _ in s.cells]
+        results = [self._skipped(cell_id) if cell_id in self.skipped else self._cell(cell_id, seconds[cell_id])
+                   for cell_id, _ in s.cells]
         ran, _ = process.receive(("ran",), s.limits.cell_seconds, "the notebook")
         # the runner's clock is ours (CLOCK_MONOTONIC); its figures are only reported, never trusted
         self.seconds = {"start": max(ran["started"] - process.started, 0.0),
@@ -90,15 +120,24 @@ class Sandbox:
                           if not hasattr(builtins, name)}
         return results
 
+    def _skipped(self, cell_id):
+        """The result of a cell not run: it killed the notebook's process or could not be interrupted."""
+        error = {"ename": "CellNotRun", "evalue": f"{self.skipped[cell_id]}; the notebook ran again without it",
+                 "mro": ["CellNotRun", "Exception", "BaseException", "object"]}
+        return {"id": cell_id, "stdout": "", "stderr": "", "error": error, "result": None,
+                "outputs": _outputs([], error), "seconds": 0.0, "cpu_seconds": 0.0}
+
     def _cell(self, cell_id, seconds):
         """The result of the cell `cell_id` (limited to `seconds`), its shell commands run."""
         s, process = self.submission, self.process
         where = s.places.get(cell_id, f"the cell {cell_id}")
         ends = time.monotonic() + seconds * s.limits.wall_factor
+        self._waiting = cell_id  # a stop until its result is this cell's doing (`run`)
         message, _ = process.receive(("cell", "shell"), seconds * s.limits.wall_factor, where)
         while message["op"] == "shell":  # the cell's shell commands, in its time
             process.send("shell", **shell_answer(process, message, min(ends, s.deadline) - time.monotonic(), seconds))
             message, _ = process.receive(("cell", "shell"), max(ends - time.monotonic(), 0.0), where)
+        self._waiting = None
         if message["id"] != cell_id:
             process.stopped("crashed", "the notebook's process sent an unexpected message")
         error = message["error"]

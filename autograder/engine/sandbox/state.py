@@ -10,7 +10,13 @@ class SandboxUnavailable(RuntimeError):
 
 
 class SandboxStopped(Stopped):
-    """The sandbox was stopped or died; a BaseException so that checks do not swallow it."""
+    """The sandbox was stopped or died; a BaseException so that checks do not swallow it.
+    `fault`: what the code it was running did, when that alone stopped it (it killed the
+    process, or could not be interrupted), else None."""
+
+    def __init__(self, status, reason, fault=None):
+        super().__init__(status, reason)
+        self.fault = fault
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,9 @@ class Submission:
     # which that one stands in runs it again: `Sandbox.call`)
     stopped_within: dict = field(default_factory=dict)
     call_seconds: dict = field(default_factory=dict)  # function name -> CPU time of its slowest call
+    # cell id -> why it is not run: it killed the notebook's process or could not be interrupted
+    # (`Sandbox.run`); every sandbox of the submission runs the notebook without it
+    skipped: dict = field(default_factory=dict)
 
     def checking(self):
         """The check running now, in words."""
