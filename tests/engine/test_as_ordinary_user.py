@@ -3,7 +3,8 @@
 Run as root (CI), this module runs the tests of AS_USER once more, in one pytest, as an ordinary
 user (`as_user`: no account made, nothing of the host changed), and checks that every one of
 them passed there: the same scores as under root, as those tests assert them. A few that grade
-a batch (the hostile suites, nbgrader's course), shell commands, the memory rules. Run as an
+a batch (the hostile suites, nbgrader's course), shell commands, the memory rules, the
+sandbox's walls. Run as an
 ordinary user, every test runs as one already: it is skipped. To add a test, add its id.
 """
 
@@ -24,6 +25,26 @@ AS_USER = [
     "tests/engine/test_sandbox_cells.py::test_a_shell_command_has_few_processes_and_a_share_of_the_memory",
     "tests/engine/test_sandbox_cells.py::test_a_shell_command_enters_the_namespaces_of_the_sandbox_as_it_started",
     "tests/engine/test_sandbox_cells.py::test_bubblewrap_s_first_process_has_next_to_nothing_that_a_notebook_could_use",
+    "tests/engine/test_sandbox_walls.py::test_the_notebook_writes_nothing_in_the_sandbox_s_root",
+    "tests/engine/test_sandbox_walls.py::test_the_notebook_writes_nothing_in_dev",
+    "tests/engine/test_sandbox_walls.py::test_an_ld_so_preload_the_notebook_plants_loads_into_no_process",
+    "tests/engine/test_sandbox_walls.py::test_the_notebook_s_environment_reaches_none_of_the_grader_s_tools",
+    "tests/engine/test_sandbox_walls.py::test_namespaces_the_notebook_makes_for_itself_divert_no_tool_of_the_grader",
+    "tests/engine/test_sandbox_walls.py::test_the_notebook_cannot_trace_the_sandbox_s_first_process",
+    "tests/engine/test_sandbox_walls.py::test_the_sandbox_s_first_process_moved_into_the_notebook_s_namespaces_diverts_no_tool_of_the_grader",
+    "tests/engine/test_sandbox_walls.py::test_the_notebook_reads_not_the_grader_s_environment",
+    "tests/engine/test_sandbox_walls.py::test_the_notebook_starts_no_process_even_in_a_user_namespace_of_its_own",
+    "tests/engine/test_sandbox_walls.py::test_the_notebook_holds_no_more_memory_than_its_limit",
+    "tests/engine/test_sandbox_walls.py::test_the_notebook_holds_no_more_memory_than_its_limit_in_shared_memory",
+    "tests/engine/test_sandbox_walls.py::test_a_shell_command_cannot_raise_its_limits_even_in_a_user_namespace_of_its_own",
+    "tests/engine/test_sandbox_walls.py::test_the_notebook_sees_neither_the_instructor_s_files_nor_another_notebook_s",
+    "tests/engine/test_sandbox_walls.py::test_the_notebook_learns_no_path_of_the_machine",
+    "tests/engine/test_sandbox_walls.py::test_the_notebook_reads_no_key_of_the_grader_s_session_keyring",
+    "tests/engine/test_sandbox_walls.py::test_the_notebook_reads_no_key_of_the_grader_s_user_keyring",
+    "tests/engine/test_sandbox_walls.py::test_the_notebook_reaches_no_network_nor_a_socket_of_the_machine",
+    "tests/engine/test_sandbox_walls.py::test_a_shell_command_reaches_no_network_nor_a_socket_of_the_machine",
+    "tests/engine/test_sandbox_walls.py::test_no_process_of_the_notebook_outlives_its_sandbox",
+    "tests/engine/test_sandbox_walls.py::test_no_process_of_a_shell_command_outlives_it",
     "tests/engine/test_kernel_magics.py::test_every_test_cell_scores_as_under_stock_nbgrader",
     "tests/engine/test_kernel_magics.py::test_the_magics_decide_points_both_ways",
     "tests/engine/test_adversarial.py::test_no_trick_earns_a_point",
