@@ -51,6 +51,8 @@ from dataclasses import dataclass
 from datetime import timezone
 from pathlib import Path
 
+import nbformat
+
 from . import deadlines, nbgrader_course
 from .course import assignments, make_course_dir, nbgrader
 from .report import number, plural, spreadsheet_safe
@@ -301,10 +303,17 @@ def to_blackboard(scores, maxima, names, roster, match_column):
     return _sheet(["Username", *titles], students, names, points, hint=hint, quoting=csv.QUOTE_ALL)
 
 
-def to_nbgrader(course, out, output, scores, names):
+def to_nbgrader(course, out, output, scores, names, regraded=None, autograded=None):
     """Write the results of `out` into the nbgrader gradebook `output` (created or updated): into a
     copy beside it, which replaces it only once complete (a failed export leaves `output` as it was,
-    or absent)."""
+    or absent).
+
+    What a person entered in the formgrader stays, as it does under `nbgrader autograde`: every
+    manual score and comment. `regraded` ({(student, assignment)}: those graded in this run, None
+    for all) are recorded as autograde records a submission it grades (`_record_grades`); the
+    others keep their grades as recorded, as autograde skips a submission it graded before, unless
+    the gradebook has none of theirs yet. `autograded`: the folder whose autograded notebooks give
+    the answer cells' automatic comments (an nbgrader course graded in place), or None."""
     output = Path(output).resolve()
     output.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent)
@@ -315,16 +324,15 @@ def to_nbgrader(course, out, output, scores, names):
             shutil.copyfile(output, temporary)
         else:
             temporary.unlink()  # nbgrader creates its database
-        written = _write_gradebook(course, out, temporary, scores, names)
+        written = _write_gradebook(course, out, temporary, scores, names, regraded, autograded)
         os.replace(temporary, output)
     finally:
         temporary.unlink(missing_ok=True)
     return written
 
 
-def _write_gradebook(course, out, output, scores, names):
+def _write_gradebook(course, out, output, scores, names, regraded=None, autograded=None):
     from nbgrader.api import Gradebook, MissingEntry
-
 
     url = f"sqlite:///{output}"
     _generate(course, names, url)
@@ -345,19 +353,16 @@ def _write_gradebook(course, out, output, scores, names):
             written.append(student)
             try:
                 submission = gradebook.find_submission(result.assignment, student)
+                graded_now = regraded is None or (student, result.assignment) in regraded
             except MissingEntry:
                 submission = gradebook.add_submission(result.assignment, student)
+                graded_now = True
             late = policy and deadlines.assess(policy, student, result.submitted_at)
             moment = _time(result.submitted_at)
             if moment is not None:  # as autograde records timestamp.txt (the formgrader compares them)
                 submission.timestamp = moment.astimezone(timezone.utc).replace(tzinfo=None)
-            for check in result.checks:
-                grade = gradebook.find_grade(check.name, check.notebook or result.assignment, result.assignment,
-                                             student)
-                # as nbgrader's SaveAutoGrades records a grade cell: no autograded score for what a
-                # person grades (the formgrader lists it), else the score
-                grade.auto_score, grade.manual_score = (None if check.manual else check.score), None
-                grade.needs_manual_grade = check.manual
+            if graded_now:
+                _record_grades(gradebook, result, autograded)
             # the penalty in points, on each notebook's own score as nbgrader's AssignLatePenalties
             # puts it: nbgrader's score is the sum of the checks minus it
             factor = scores[student, result.assignment] / result.score if late and result.score else 1.0
@@ -367,6 +372,49 @@ def _write_gradebook(course, out, output, scores, names):
                 notebook.late_submission_penalty = own - own * factor if late else None
             gradebook.db.commit()
     return written
+
+
+def _record_grades(gradebook, result, autograded=None):
+    """Record the checks of `result` as nbgrader's SaveAutoGrades records a submission it grades
+    (with --force too): the autograded score (none for what a person grades), the manual score and
+    comment kept (a task left to a person untouched), and the cell flagged for a person when it has no autograded score or a person
+    scored it before (the new grade needs a new look); each answer cell's automatic comment "No
+    response." when it was left as released, from the notebook autograded in `autograded`."""
+    from nbgrader.api import TaskCell
+
+    for check in result.checks:
+        grade = gradebook.find_grade(check.name, check.notebook or result.assignment, result.assignment,
+                                     result.student_id)
+        if check.manual and isinstance(grade.cell, TaskCell):
+            continue  # autograde scores grade cells only: a task keeps what a person gave it
+        grade.auto_score = None if check.manual else check.score
+        grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
+    if autograded is not None:
+        _record_comments(gradebook, result, autograded)
+
+
+def _record_comments(gradebook, result, autograded):
+    """SaveAutoGrades's automatic comments of the answer cells and tasks of each notebook of
+    `result` autograded under `autograded` (a notebook not handed in has none: autograde leaves its
+    comments as they are)."""
+    from nbgrader.api import MissingEntry
+    from nbgrader.utils import compute_checksum
+
+    folder = nbgrader_course.autograded_folder(autograded, result.student_id, result.assignment)
+    for name in sorted({check.notebook or result.assignment for check in result.checks}):
+        path = folder / f"{name}.ipynb"
+        if not path.is_file():
+            continue
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = nbgrader_course.nbgrader_meta(cell)
+            if not (nbgrader_course.is_solution(cell) or nbgrader_course.is_task(cell)) or "grade_id" not in meta:
+                continue
+            try:
+                comment = gradebook.find_comment(meta["grade_id"], name, result.assignment, result.student_id)
+            except MissingEntry:
+                continue
+            untouched = meta.get("checksum") == compute_checksum(cell) and not nbgrader_course.is_task(cell)
+            comment.auto_comment = "No response." if untouched else None
 
 
 def _time(text):

@@ -91,7 +91,7 @@ def grade(course, submissions, out, workers=None, shard=None, secret=None, limit
         results += _grade_all(course, todo, out, key, limits, workers or os.cpu_count() or 1, log, autograded)
     write_reports(course, out)
     os.sync()  # the results and pages that `save` wrote without a sync each, on the disk at once
-    kind.finish(out, names, shard, autograded, log)
+    kind.finish(out, names, shard, autograded, log, {(s.student_id, s.assignment) for s, _ in todo})
     return results
 
 

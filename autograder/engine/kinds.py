@@ -335,8 +335,9 @@ class CourseFile:
     def write_beside(self, autograded, submission, graded):
         """Write what grading `submission` leaves beside its result (nothing here)."""
 
-    def finish(self, out, names, shard, autograded, log):
-        """Write what a whole batch leaves beside its results (nothing here)."""
+    def finish(self, out, names, shard, autograded, log, regraded=()):
+        """Write what a whole batch leaves beside its results (nothing here); `regraded`:
+        {(student, assignment)} graded in this run (the others' results were kept)."""
 
     def graded_material(self):
         """The course's files that decide a grade: its settings, its checks and references, its
@@ -375,11 +376,13 @@ class Nbgrader(CourseFile):
             nbgrader_course.write_autograded(autograded, nbgrader_course.load(autograded, submission.assignment),
                                              submission, graded.notebooks)
 
-    def finish(self, out, names, shard, autograded, log):
+    def finish(self, out, names, shard, autograded, log, regraded=()):
         """The course's gradebook (CourseDirectory.db_url) with the results of `out` for `names`, as
         `nbgrader autograde` leaves it (export.to_nbgrader): the formgrader, `nbgrader
-        generate_feedback` and `nbgrader export` carry on from there. Not for a shard: shards would
-        replace each other's gradebook, which comes after `merge`."""
+        generate_feedback` and `nbgrader export` carry on from there. The submissions `regraded`
+        in this run are recorded as autograde records those it grades; the others keep what the
+        gradebook holds, hand grading included, as autograde skips them. Not for a shard: shards
+        would replace each other's gradebook, which comes after `merge`."""
         root = self.course.root
         if not autograded:
             return
@@ -389,7 +392,7 @@ class Nbgrader(CourseFile):
                 f"merged, `export OUT --to nbgrader --output {database}` fills the course's gradebook")
             return
         scores, _, _ = export.read_grades(self.course, out)
-        export.to_nbgrader(self.course, out, database, scores, names)
+        export.to_nbgrader(self.course, out, database, scores, names, set(regraded), autograded)
         log(f"wrote {nbgrader_course.step_folder(root, 'autograded_directory')} and the gradebook "
             f"{database}, as nbgrader autograde does")
 

@@ -28,6 +28,7 @@ import copy
 import fnmatch
 import functools
 import os
+import platform
 import re
 import shutil
 import tempfile
@@ -545,13 +546,23 @@ def executed(submitted, cells, outputs, pattern=None):
     cell's index), as a kernel leaves them (`_outputs`)."""
     notebook = nbformat.v4.new_notebook(metadata=copy.deepcopy(submitted.metadata))
     notebook.nbformat_minor = submitted.nbformat_minor
-    count = 0
+    # what the kernel says of itself, which nbgrader's executor writes over the submitted one's:
+    # the sandbox runs this Python (its prefix's), as ipykernel's kernel would
+    notebook.metadata["language_info"] = {
+        "name": "python", "version": platform.python_version(), "mimetype": "text/x-python",
+        "codemirror_mode": {"name": "ipython", "version": 3}, "pygments_lexer": "ipython3",
+        "nbconvert_exporter": "python", "file_extension": ".py"}
+    counts = {}  # cell id -> its execution count, as In[n] of a traceback names it
     for index, cell in enumerate(cells):
         cell = copy.deepcopy(cell)
         output = outputs.get(str(index)) if cell.cell_type == "code" else None
         if output is not None:
-            count += 1
+            count = counts[str(index)] = len(counts) + 1
             cell.execution_count, cell.outputs = count, _outputs(output, count, pattern)
+            if output.get("error") and output["error"].get("frames"):
+                for item in cell.outputs:
+                    if item.output_type == "error":
+                        item.traceback = error_traceback(output["error"], cells, counts)
         if notebook.nbformat_minor < 5:
             cell.pop("id", None)
         elif "id" not in cell:
@@ -574,3 +585,53 @@ def _outputs(output, count, pattern):
             item.execution_count = count
         kept.append(item)
     return kept
+
+
+# IPython's colours in a traceback (stock's tracebacks have them; the formgrader shows them)
+RED, GREEN, CYAN, PLAIN = "\x1b[31m", "\x1b[32m", "\x1b[36m", "\x1b[39m"
+CONTEXT = 3  # lines of a cell shown on either side of a frame's line (IPython shows up to as many)
+SHOWN_CHARS = 300  # of a line of code, of a function's name
+
+
+def error_traceback(error, cells, counts):
+    """The lines of an error output's traceback, as IPython draws it for the kernel (and stock
+    shows it, colours included, the code's syntax not coloured): each frame that ran a cell's
+    code (the runner's `frames`), with the cell's lines around the one the frame ended on, then
+    the error, then the grader's reason in one sentence (`messages.failure_message`) when it
+    says more. The code is the graded cells' (the student's, and the test cells nbgrader keeps
+    in the notebook); the error's text is the student's: plain text, its escape characters
+    shown, not obeyed. At most 31 frames of 5 lines of 300 characters, and the error's text
+    (2000)."""
+    from .messages import failure_message
+
+    ename = _inert(error["ename"])
+    lines = [f"{RED}{'-' * 75}{PLAIN}", f"{RED}{ename}{PLAIN}{' ' * max(1, 42 - len(ename))}"
+                                        "Traceback (most recent call last)"]
+    for frame in error["frames"]:
+        if frame is None:
+            lines.append("[... frames left out ...]")
+            continue
+        cell_id, line, function = frame
+        index = int(cell_id) if cell_id.isdigit() else -1
+        if cell_id not in counts or not 0 <= index < len(cells):
+            continue  # not a cell of this notebook that ran: nothing to show of it
+        entry = f"{CYAN}Cell{PLAIN}{CYAN} {PLAIN}{GREEN}In[{counts[cell_id]}]{PLAIN}{GREEN}, line {line}{PLAIN}"
+        entry += f", in {_inert(function)[:SHOWN_CHARS]}\n" if function else "\n"
+        code = cells[index].source.splitlines()
+        if 1 <= line <= len(code):
+            for number in range(max(1, line - CONTEXT), min(line + CONTEXT, len(code)) + 1):
+                mark = (f"{GREEN}{'-' * (5 - len(str(number)))}> {PLAIN}{GREEN}{number}{PLAIN}" if number == line
+                        else f"{GREEN}{str(number).rjust(7)}{PLAIN}")
+                entry += f"{mark} {_inert(code[number - 1].rstrip())[:SHOWN_CHARS]}\n"
+        lines.append(entry)
+    lines.append(f"{RED}{ename}{PLAIN}: {_inert(error['evalue'])}")
+    reason = failure_message(error)
+    if reason not in (error["ename"], f"{error['ename']}: {str(error['evalue']).strip()}"):
+        lines.append(f"The grader: {_inert(reason)}")  # it says more: where, with what inputs
+    return lines
+
+
+def _inert(text):
+    """`text` with its escape characters shown as a symbol: a terminal code in a traceback is
+    the kernel's colours, never the student's."""
+    return str(text).replace("\x1b", "\u241b")

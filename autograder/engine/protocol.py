@@ -30,7 +30,7 @@ with it, so the protocol exists once, here:
     grader -> answer {value} | raised {error} | unbound {error}
   runner -> returned {value, arguments, cpu_seconds} | raised {error, cpu_seconds}
 
-An error is {ename, evalue, mro, function, within, place, inputs} (`plain_error`).
+An error is {ename, evalue, mro, function, within, place, inputs, frames} (`plain_error`).
 Names of the notebook's functions that the runner reports ("ran") or asks for ("stand-in")
 are never `_`-prefixed: the runner never sends one (`__builtins__` in the hidden checks'
 namespace would replace their builtins), so a message holding one is refused.
@@ -360,7 +360,21 @@ def plain_error(error):
     return {"ename": text(error.get("ename"), 100) or "Exception", "evalue": text(error.get("evalue"), 2000),
             "function": _name_or_none(error.get("function")), "within": _name_or_none(error.get("within")),
             "place": text(error.get("place"), 500) or None, "inputs": text(error.get("inputs"), 500) or None,
-            "mro": [m for m in mro if isinstance(m, str)][:50] if isinstance(mro, list) else []}
+            "mro": [m for m in mro if isinstance(m, str)][:50] if isinstance(mro, list) else [],
+            "frames": _frames(error.get("frames"))}
+
+
+def _frames(frames):
+    """The runner's traceback frames ([cell id, line, function or None], None for frames left
+    out), the malformed ones dropped, at most 31."""
+    kept = []
+    for frame in frames[:31] if isinstance(frames, list) else ():
+        if frame is None:
+            kept.append(None)
+        elif (isinstance(frame, list) and len(frame) == 3 and isinstance(frame[0], str)
+              and isinstance(frame[1], int) and not isinstance(frame[1], bool)):
+            kept.append([frame[0][:100], frame[1], text(frame[2], 200) or None])
+    return kept
 
 
 def _any(value):

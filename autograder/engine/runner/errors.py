@@ -21,7 +21,33 @@ def describe(nb, error, inputs=True):
     if isinstance(error, OutputLimitExceeded):
         return {"ename": "OutputLimitExceeded", "evalue": "", "mro": ["OutputLimitExceeded"]}
     return {"ename": type(error).__name__, "evalue": evalue[:2000],
-            "mro": [cls.__name__ for cls in type(error).__mro__], **where(nb, error, inputs)}
+            "mro": [cls.__name__ for cls in type(error).__mro__], "frames": frames(error),
+            **where(nb, error, inputs)}
+
+
+FRAMES_KEPT = (10, 20)  # the outermost and innermost frames of a longer traceback (a recursion)
+
+
+def frames(error):
+    """[[cell id, line, "function(its parameters)" or None at a cell's top level]] of the frames
+    of `error`'s traceback that ran a notebook cell's code, outermost first (a traceback's
+    lines, drawn by the grader from its own copy of the cells), None where frames were left out."""
+    found = []
+    try:
+        traceback = error.__traceback__
+        while traceback is not None:
+            code = traceback.tb_frame.f_code
+            if code.co_filename.startswith("<cell ") and code.co_filename.endswith(">"):
+                names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+                function = None if code.co_name == "<module>" else f"{code.co_name}({', '.join(names)})"
+                # the line the frame ended on, as IPython shows it (a `finally:` run after the raise)
+                line = traceback.tb_frame.f_lineno or traceback.tb_lineno
+                found.append([code.co_filename[len("<cell "):-1], line, function])
+            traceback = traceback.tb_next
+    except Exception:  # a hostile traceback: the frames walked so far
+        pass
+    first, last = FRAMES_KEPT
+    return found if len(found) <= first + last else found[:first] + [None] + found[-last:]
 
 
 def where(nb, error, inputs=True):
