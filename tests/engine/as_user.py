@@ -26,6 +26,33 @@ def command(argv, uid=UID):
             sys.executable, "-m", "tests.engine.as_user", str(uid), "--", *argv]
 
 
+def without_user_namespaces(argv):
+    """The command line, for root, that runs `argv` (a `command`) on a machine that allows no
+    user namespaces: in one of root's, all users mapped, whose limit of them is 0 (the host's
+    setting is unchanged)."""
+    return [sys.executable, "-m", "tests.engine.as_user", "--no-user-namespaces", "--", *argv]
+
+
+def _no_user_namespaces(argv):
+    import ctypes
+    ready, go = os.pipe(), os.pipe()
+    child = os.fork()
+    if child == 0:
+        if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0:  # CLONE_NEWUSER
+            os._exit(3)
+        os.write(ready[1], b"x")
+        os.read(go[0], 1)  # the parent has mapped its users
+        os.setresgid(0, 0, 0)
+        os.setresuid(0, 0, 0)
+        Path("/proc/sys/user/max_user_namespaces").write_text("0")
+        os.execvp(argv[0], argv)
+    os.read(ready[0], 1)
+    for name in ("uid_map", "gid_map"):
+        Path(f"/proc/{child}/{name}").write_text("0 0 65536\n")
+    os.write(go[1], b"x")
+    return os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+
+
 def needed():
     """The paths the user must reach: the repository, the virtual environment and Python's own."""
     paths = {ROOT, Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable)}
@@ -95,4 +122,6 @@ def _run(uid, argv):
 
 if __name__ == "__main__":
     separator = sys.argv.index("--")
+    if sys.argv[1] == "--no-user-namespaces":
+        sys.exit(_no_user_namespaces(sys.argv[separator + 1:]))
     sys.exit(main(int(sys.argv[1]), sys.argv[separator + 1:]))

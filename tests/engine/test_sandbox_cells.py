@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from autograder.engine.sandbox import Limits, Sandbox, shell
+from tests.engine import as_user
 from tests.support import ROOT
 
 UID = 100_000 + 99_001  # a sandbox user no grading process uses (grade.BASE_UID + pid mod 100000)
@@ -282,3 +283,15 @@ def test_without_user_namespaces_of_its_own_a_shell_command_fails_saying_why():
         os.killpg(popen.pid, signal.SIGKILL)
         popen.wait()
     assert isinstance(found, shell.Unavailable) and "setuid" in str(found)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root makes the machine without user namespaces")
+def test_an_ordinary_user_on_a_machine_without_user_namespaces_is_told_what_to_do():
+    """(as_user: a user namespace of root's, whose limit of user namespaces is 0)"""
+    check = [sys.executable, "-c", "from autograder.engine.sandbox import check_available; check_available()"]
+    result = subprocess.run(as_user.without_user_namespaces(as_user.command(check)), capture_output=True,
+                            text=True, cwd=ROOT)
+    assert result.returncode == 1
+    said = result.stderr.strip().splitlines()[-1]
+    assert "bubblewrap cannot start a sandbox here: bwrap: Creating new namespace failed" in said
+    assert "needs unprivileged user namespaces" in said and "or grade as root" in said

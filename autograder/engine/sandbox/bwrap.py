@@ -53,7 +53,14 @@ def check_available():
     options, prefix = arguments(runner_folder(), None, Limits())
     result = subprocess.run(["bwrap", *options, *prefix, "/bin/true"], capture_output=True, text=True)
     if result.returncode != 0:
-        raise SandboxUnavailable(f"bubblewrap cannot start a sandbox here: {result.stderr.strip()}")
+        said = result.stderr.strip()
+        why = ""
+        if os.geteuid() != 0 and any(words in said for words in ("namespace", "uid map")):
+            why = ("; as an ordinary user, bubblewrap needs unprivileged user namespaces, which this machine "
+                   "refuses: allow them (Debian's older kernels: sysctl kernel.unprivileged_userns_clone=1; "
+                   "Ubuntu 23.10 and later: an AppArmor profile for bwrap, or sysctl "
+                   "kernel.apparmor_restrict_unprivileged_userns=0), or grade as root")
+        raise SandboxUnavailable(f"bubblewrap cannot start a sandbox here: {said}{why}")
 
 
 _FOLDER = []  # the runner's folder of this process (and of the workers it forks), once made
