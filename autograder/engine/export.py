@@ -377,9 +377,10 @@ def _write_gradebook(course, out, output, scores, names, regraded=None, autograd
 def _record_grades(gradebook, result, autograded=None):
     """Record the checks of `result` as nbgrader's SaveAutoGrades records a submission it grades
     (with --force too): the autograded score (none for what a person grades), the manual score and
-    comment kept (a task left to a person untouched), and the cell flagged for a person when it has no autograded score or a person
-    scored it before (the new grade needs a new look); each answer cell's automatic comment "No
-    response." when it was left as released, from the notebook autograded in `autograded`."""
+    comment kept (a task left to a person untouched), and the cell flagged for a person when it
+    has no autograded score or a person scored it before (the new grade needs a new look); each
+    answer cell's automatic comment "No response." when it was left as released, from the
+    notebook autograded in `autograded`."""
     from nbgrader.api import TaskCell
 
     for check in result.checks:
