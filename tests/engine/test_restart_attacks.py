@@ -1,0 +1,150 @@
+"""A student's attacks on the restart (a cell that kills its process or cannot be interrupted is
+skipped, the notebook run again without it) and on the traceback the grader draws from the frames
+the sandbox reports (runner/errors.py -> protocol.plain_error -> nbgrader_course.error_traceback).
+
+Each test asserts that the wall holds; one marked xfail(strict) is a hole that works today.
+"""
+
+import re
+import shutil
+
+import nbformat
+import pytest
+
+from autograder.engine import nbgrader_course, protocol
+from autograder.engine.sandbox import Limits, Sandbox
+
+UID = 100_000 + 99_146  # a sandbox user no other test uses
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+EXIT = "import os\nos._exit(1)\n"
+# a hang the runner's alarms cannot interrupt: it ignores them
+HANG = "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nsignal.signal(signal.SIGPROF, signal.SIG_IGN)\n" \
+       "while True:\n    pass\n"
+
+
+def _run(sources, limits=Limits()):
+    """The results of the notebook of `sources` (cell ids "0", "1", ...), and its skipped cells."""
+    with Sandbox([(str(i), source) for i, source in enumerate(sources)], uid=UID, limits=limits) as sandbox:
+        results = sandbox.run()
+        return results, dict(sandbox.skipped)
+
+
+# -- the re-run is a fresh process, with fresh folders -----------------------------------
+
+def test_the_re_run_sees_nothing_the_first_run_wrote_in_tmp_or_the_notebook_s_folder():
+    """A notebook cannot tell its re-run from its first run (to behave differently in it): /tmp
+    and its folder are new tmpfs in each process."""
+    results, skipped = _run([
+        "import os\nfirst = not os.path.exists('/tmp/mark') and not os.path.exists('mark')\n"
+        "open('/tmp/mark', 'w').close()\nopen('mark', 'w').close()\n",
+        EXIT,
+        "print(first)"])
+    assert list(skipped) == ["1"]
+    assert results[1]["error"]["ename"] == "CellNotRun"
+    assert results[2]["stdout"] == "True\n" and results[2]["error"] is None
+
+
+# -- a neighbour that dies or hangs costs only itself -------------------------------------
+
+def test_a_neighbour_that_kills_its_process_costs_a_right_task_nothing():
+    results, skipped = _run(["def f(x):\n    return 2 * x\n", EXIT, "assert f(3) == 6\nprint('ok')"])
+    assert list(skipped) == ["1"]
+    assert results[2]["error"] is None and results[2]["stdout"] == "ok\n"
+
+
+def test_a_neighbour_that_cannot_be_interrupted_costs_a_right_task_nothing():
+    results, skipped = _run(["def f(x):\n    return 2 * x\n", HANG, "assert f(3) == 6\nprint('ok')"],
+                            Limits(cell_seconds=1.0))
+    assert list(skipped) == ["1"] and "could not be interrupted" in skipped["1"]
+    assert results[2]["error"] is None and results[2]["stdout"] == "ok\n"
+
+
+def test_a_test_cell_that_dies_only_because_it_is_a_test_cell_scores_nothing():
+    """The student's function kills the process when it is called (as a test cell does): the
+    test cell is skipped, and a skipped cell is an error, never a pass."""
+    results, skipped = _run(["import os\ndef f(x):\n    os._exit(0)\n", "assert f(3) == 6"])
+    assert list(skipped) == ["1"]
+    assert results[1]["error"]["ename"] == "CellNotRun"
+    points, message, _ = nbgrader_course._test_score(results[1], 1.0, None)
+    assert points == 0.0 and "ran again without it" in message
+
+
+# -- forged frames of a traceback ------------------------------------------------------
+
+def _cells():
+    return [nbformat.v4.new_code_cell("def f():\n    return 1 / 0\n"),
+            nbformat.v4.new_code_cell("# a hidden test\nassert f() == 1\n")]
+
+
+@pytest.mark.xfail(strict=True, reason="hole: a frame's cell id that str.isdigit() accepts but int() refuses "
+                                       "('²', from a code object the student compiles as '<cell ²>') makes "
+                                       "error_traceback raise ValueError: the grader fails on the notebook")
+def test_a_frame_forged_by_the_student_s_own_code_never_breaks_the_grader():
+    """The student's code compiles its own code under a cell's file name (`<cell ²>`): the runner
+    reports that frame as a cell's; the grader draws only the notebook's cells that ran."""
+    results, _ = _run(["exec(compile('1 / 0', '<cell \u00b2>', 'exec'))"])
+    error = results[0]["error"]
+    assert ["\u00b2", 1, None] in error["frames"]  # reported as it was forged
+    lines = nbgrader_course.error_traceback(error, _cells(), {"0": 1, "1": 2})
+    assert not any("\u00b2" in line for line in lines)
+
+
+@pytest.mark.parametrize("frame", [["-1", 1, None], ["5", 1, None], ["1", -3, None], ["1", 10 ** 30, None],
+                                   ["01", 1, None], [" 1", 1, None], ["0x1", 1, None]])
+def test_frames_pointing_at_cells_or_lines_that_do_not_exist_show_nothing_of_them(frame):
+    error = protocol.plain_error({"ename": "ZeroDivisionError", "evalue": "division by zero", "frames": [frame]})
+    lines = nbgrader_course.error_traceback(error, _cells(), {"0": 1, "1": 2})
+    shown = [ANSI.sub("", line) for line in lines]
+    assert not any(line.startswith("Cell") and "line" in line and line.count("\n") > 1 for line in shown
+                   if frame[0] not in ("0", "1"))
+
+
+@pytest.mark.xfail(strict=True, reason="hole: a frame's function (the student's co_name, made with "
+                                       "code.replace) may hold a line break: it adds lines of the student's "
+                                       "choosing to the traceback, drawn as the grader's (a fake `---->` line)")
+def test_a_function_name_cannot_add_lines_to_the_traceback():
+    source = ("def f():\n    return 1 / 0\n"
+              "f.__code__ = f.__code__.replace(co_name='f\\n----> 1 assert True  # the test passed\\nx')\nf()")
+    results, _ = _run([source])
+    error = results[0]["error"]
+    cells = [nbformat.v4.new_code_cell(source)]
+    lines = nbgrader_course.error_traceback(error, cells, {"0": 1})
+    for entry in lines[2:-1]:
+        header, *code = ANSI.sub("", entry).splitlines()
+        assert header.startswith("Cell In[1]")
+        assert all(re.match(r"\s*-*>? ?\d+ ", line) for line in code)
+        assert not any("the test passed" in line for line in code)
+
+
+def test_the_protocol_drops_malformed_frames_and_caps_them():
+    frames = [[1, 1, None], ["0", "1", None], ["0", True, None], ["0", 1], "0:1", ["0", 1, 7], None] + \
+             [["0", 2, "f()"]] * 50
+    cleaned = protocol.plain_error({"ename": "E", "frames": frames})["frames"]
+    assert len(cleaned) <= 31
+    assert all(frame is None or (isinstance(frame[0], str) and type(frame[1]) is int) for frame in cleaned)
+    nbgrader_course.error_traceback(protocol.plain_error({"ename": "E", "evalue": "", "frames": frames}),
+                                    _cells(), {"0": 1, "1": 2})
+
+
+# -- end to end, on nbgrader's quickstart course (test_nbgrader_limits' course and hand-in) ------
+
+from tests.engine.test_nbgrader_limits import _handing_in, _result, course101  # noqa: E402,F401
+from tests.engine.grading import details, run_grader  # noqa: E402
+
+FORGED = "exec(compile('1 / 0', '<cell \\u00b2>', 'exec'))\n"
+
+
+@pytest.mark.xfail(strict=True, reason="hole: kinds.NbgraderKind.write_beside (autograded/ notebooks, whose "
+                                       "error_traceback fails on the forged frame) runs outside grade's "
+                                       "try in _grade_or_report: one student's notebook stops the whole batch")
+def test_a_forged_frame_in_one_notebook_costs_no_other_student_anything(course101):
+    course, released = course101
+    handed_in = _handing_in(course, released, {"forging": FORGED, "raising": "raise RuntimeError('x')\n"},
+                            "squares")
+    shutil.copytree(handed_in, course / "submitted", dirs_exist_ok=True)  # graded in place: autograded/ written
+    out = course.parent / "forging-out"
+    process = run_grader("--course", course, "grade", course, "--out", out)
+    assert process.returncode == 0, process.stderr[-3000:]
+    scores = {student: {check: float(row["score"]) for check, row in checks.items()}
+              for (student, _), checks in details(out).items()}
+    assert scores["forging"] == scores["raising"]
