@@ -148,3 +148,70 @@ def test_a_forged_frame_in_one_notebook_costs_no_other_student_anything(course10
     scores = {student: {check: float(row["score"]) for check, row in checks.items()}
               for (student, _), checks in details(out).items()}
     assert scores["forging"] == scores["raising"]
+
+
+# -- re-grading keeps the instructor's hand grading, whatever the student hands in again ----------
+
+from autograder.samples import nbgrader_quickstart as quickstart  # noqa: E402
+
+FIRST, LATER = "2026-01-01 10:00:00.000000 UTC", "2026-01-02 10:00:00.000000 UTC"
+
+
+def _hand(course, student):
+    """{(notebook, cell): (manual score, manual comment)} of `student` in the course's gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as book:
+        found = {}
+        for notebook in book.find_submission(quickstart.ASSIGNMENT, student).notebooks:
+            for grade in notebook.grades:
+                found[notebook.name, grade.name, "score"] = grade.manual_score
+            for comment in notebook.comments:
+                found[notebook.name, comment.name, "comment"] = comment.manual_comment
+        return found
+
+
+def _grade_by_hand(course, student):
+    """Every cell left for a person gets half its points, every test cell a score overridden,
+    every comment a remark: as the formgrader stores them."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as book:
+        for notebook in book.find_submission(quickstart.ASSIGNMENT, student).notebooks:
+            for grade in notebook.grades:
+                grade.manual_score = grade.max_score / 2 if grade.needs_manual_grade else 0.25
+            for comment in notebook.comments:
+                comment.manual_comment = f"see me about {comment.name}"
+        book.db.commit()
+
+
+def test_handing_in_again_with_cells_renamed_deleted_or_a_notebook_missing_keeps_hand_grading(tmp_path):
+    course = quickstart.make_course(tmp_path)
+    released = quickstart.generate(course)
+    quickstart.write_submitted(course / "submitted", "mallory", quickstart.submission(course, released, "right"), FIRST)
+    process = run_grader("--course", course, "grade", course, "--out", tmp_path / "out")
+    assert process.returncode == 0, process.stderr[-3000:]
+    _grade_by_hand(course, "mallory")
+    before = _hand(course, "mallory")
+    assert before and all(value is not None for value in before.values())
+
+    # handed in again: every cell's id changed, every answer's grade_id renamed or its metadata
+    # emptied, one test cell deleted, one notebook not handed in at all
+    again = quickstart.submission(course, released, "right")
+    for number, cell in enumerate(again["problem1"].cells):
+        cell["id"] = f"forged-{number}"
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            if number % 2:
+                meta["grade_id"] = "renamed_" + meta["grade_id"]
+            else:
+                cell.metadata["nbgrader"] = {}
+    again["problem1"].cells = [cell for cell in again["problem1"].cells
+                               if quickstart._grade_id(cell) != "correct_squares"]
+    shutil.rmtree(course / "submitted" / "mallory")
+    quickstart.write_submitted(course / "submitted", "mallory", {"problem1": again["problem1"]}, LATER)
+    process = run_grader("--course", course, "grade", course, "--out", tmp_path / "out")
+    assert process.returncode == 0, process.stderr[-3000:]
+    regraded = {check.name: check.message for check in _result(tmp_path / "out", "mallory").checks}
+    assert "deleted" in regraded["correct_squares"], regraded  # graded again: what was handed in again
+    assert _hand(course, "mallory") == before
