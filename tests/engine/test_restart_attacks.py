@@ -215,3 +215,33 @@ def test_handing_in_again_with_cells_renamed_deleted_or_a_notebook_missing_keeps
     regraded = {check.name: check.message for check in _result(tmp_path / "out", "mallory").checks}
     assert "deleted" in regraded["correct_squares"], regraded  # graded again: what was handed in again
     assert _hand(course, "mallory") == before
+
+
+# -- a manually graded code answer whose `solution` flag the student removes ------------------
+
+def _manual_answer():
+    """A released code answer graded by hand (grade and solution), as generate_assignment records it."""
+    from nbgrader.utils import compute_checksum
+
+    cell = nbformat.v4.new_code_cell("# YOUR CODE HERE\nraise NotImplementedError()")
+    cell.metadata["nbgrader"] = {"grade": True, "solution": True, "locked": False, "grade_id": "explain",
+                                 "points": 3, "schema_version": 3}
+    cell.metadata.nbgrader["checksum"] = compute_checksum(cell)
+    return cell
+
+
+@pytest.mark.xfail(strict=True, reason="hole (stock nbgrader 0.9's too: OverwriteCells puts back `locked`, "
+                                       "`points` and the checksum but not `solution`): an answer graded by hand "
+                                       "whose `solution` flag is removed is scored as a test cell, full points "
+                                       "when it runs, and not flagged for a person")
+def test_a_hand_graded_code_answer_stays_for_a_person_whatever_its_metadata_says(tmp_path):
+    course = quickstart.make_course(tmp_path)
+    released = _manual_answer()
+    spec = nbgrader_course.Notebook("problem9", (released,), {"explain": released}, ("explain",), {"explain": 3.0})
+    handed_in = nbformat.v4.new_notebook(cells=[nbformat.from_dict(released)])
+    handed_in.cells[0].source = "x = 1  # no answer at all"
+    handed_in.cells[0].metadata.nbgrader["solution"] = False
+    cells, _ = nbgrader_course.sanitize(course, spec, handed_in)
+    outputs = {"0": {"error": None, "stderr": "", "result": None, "outputs": []}}
+    [(_, points, _, message, manual)] = nbgrader_course.score(course, spec, cells, outputs)
+    assert (points, manual) == (0.0, True), message
