@@ -245,3 +245,48 @@ def test_a_hand_graded_code_answer_stays_for_a_person_whatever_its_metadata_says
     outputs = {"0": {"error": None, "stderr": "", "result": None, "outputs": []}}
     [(_, points, _, message, manual)] = nbgrader_course.score(course, spec, cells, outputs)
     assert (points, manual) == (0.0, True), message
+
+
+# -- the course's kind: a neighbour that kills the process when a hidden check calls it ------------
+
+from autograder.engine import grade  # noqa: E402
+from autograder.engine.collect import Submission  # noqa: E402
+from autograder.samples.submissions import SLUG, implementations, submission, write  # noqa: E402
+from tests.support import COURSE  # noqa: E402
+
+# the function kills its process when called by the grader (not from a cell): its visible check
+# passes, each of its hidden checks kills the sandbox (a crash in a C extension does the same)
+DIES_WHEN_GRADED = ("import os as _os, sys as _sys\n"
+                    "def _graded():\n"
+                    "    if not _sys._getframe(2).f_code.co_filename.startswith('<cell '):\n"
+                    "        _os._exit(1)\n")
+
+
+@pytest.mark.xfail(strict=True, reason="hole: sandboxes.RESTARTS (2) caps the sandboxes started again after a "
+                                       "death in a hidden check, whatever function caused it: three wrong "
+                                       "neighbours that kill the process leave a right task's checks "
+                                       "'not graded' (0 points)")
+def test_neighbours_that_kill_the_process_in_hidden_checks_cost_a_right_task_nothing(tmp_path):
+    notebook = submission(SLUG, implementations(SLUG).CORRECT)
+    for cell in notebook.cells:
+        task = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if task in ("softmax", "causal_mask", "padding_mask"):
+            head, _, body = cell.source.partition(":\n")
+            cell.source = DIES_WHEN_GRADED + head + ":\n    _graded()\n" + body
+    path = write(tmp_path, "s1", notebook)
+    graded = grade.grade_one(COURSE, Submission("s1", SLUG, path), "f" * 64, b"k" * 32)
+    scores = {check.name: (check.score, check.max_score, check.message) for check in graded.result.checks}
+    assert scores["test_softmax"][0] == 0.0 and scores["test_padding_mask"][0] == 0.0, scores
+    assert scores["test_attention"][0] == scores["test_attention"][1], scores
+    assert scores["test_attention_masks"][0] == scores["test_attention_masks"][1], scores
+
+
+def test_a_test_cell_that_hangs_uninterruptibly_only_as_a_test_cell_scores_nothing():
+    """The student's function ignores the runner's alarms and loops when called (as a test cell
+    does): the test cell is skipped, and scores 0; the notebook's other cells keep their results."""
+    results, skipped = _run(["import signal\ndef f(x):\n    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+                             "    signal.signal(signal.SIGPROF, signal.SIG_IGN)\n    while True:\n        pass\n",
+                             "assert f(3) == 6", "print('after')"], Limits(cell_seconds=1.0))
+    assert list(skipped) == ["1"] and results[2]["stdout"] == "after\n"
+    points, message, _ = nbgrader_course._test_score(results[1], 1.0, None)
+    assert points == 0.0 and "could not be interrupted" in message
