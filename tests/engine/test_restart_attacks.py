@@ -2,6 +2,9 @@
 skipped, the notebook run again without it) and on the traceback the grader draws from the frames
 the sandbox reports (runner/errors.py -> protocol.plain_error -> nbgrader_course.error_traceback).
 
+Also: a neighbour that kills the process in the course's hidden checks, a student's metadata
+against the scoring of hand-graded answers, and hand grading kept through re-grading.
+
 Each test asserts that the wall holds; one marked xfail(strict) is a hole that works today.
 """
 
@@ -11,8 +14,14 @@ import shutil
 import nbformat
 import pytest
 
-from autograder.engine import nbgrader_course, protocol
+from autograder.engine import grade, nbgrader_course, protocol
+from autograder.engine.collect import Submission
 from autograder.engine.sandbox import Limits, Sandbox
+from autograder.samples import nbgrader_quickstart as quickstart
+from autograder.samples.submissions import SLUG, implementations, submission, write
+from tests.engine.grading import details, run_grader
+from tests.engine.test_nbgrader_limits import _handing_in, _result, course101  # noqa: F401 (the fixture)
+from tests.support import COURSE
 
 UID = 100_000 + 99_146  # a sandbox user no other test uses
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -128,8 +137,6 @@ def test_the_protocol_drops_malformed_frames_and_caps_them():
 
 # -- end to end, on nbgrader's quickstart course (test_nbgrader_limits' course and hand-in) ------
 
-from tests.engine.test_nbgrader_limits import _handing_in, _result, course101  # noqa: E402,F401
-from tests.engine.grading import details, run_grader  # noqa: E402
 
 FORGED = "exec(compile('1 / 0', '<cell \\u00b2>', 'exec'))\n"
 
@@ -152,7 +159,6 @@ def test_a_forged_frame_in_one_notebook_costs_no_other_student_anything(course10
 
 # -- re-grading keeps the instructor's hand grading, whatever the student hands in again ----------
 
-from autograder.samples import nbgrader_quickstart as quickstart  # noqa: E402
 
 FIRST, LATER = "2026-01-01 10:00:00.000000 UTC", "2026-01-02 10:00:00.000000 UTC"
 
@@ -249,10 +255,6 @@ def test_a_hand_graded_code_answer_stays_for_a_person_whatever_its_metadata_says
 
 # -- the course's kind: a neighbour that kills the process when a hidden check calls it ------------
 
-from autograder.engine import grade  # noqa: E402
-from autograder.engine.collect import Submission  # noqa: E402
-from autograder.samples.submissions import SLUG, implementations, submission, write  # noqa: E402
-from tests.support import COURSE  # noqa: E402
 
 # the function kills its process when called by the grader (not from a cell): its visible check
 # passes, each of its hidden checks kills the sandbox (a crash in a C extension does the same)
