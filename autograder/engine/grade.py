@@ -159,10 +159,10 @@ def _grade_or_report(course, submission, fingerprint, out, key, limits, autograd
     kind = kinds.kind(course)
     try:
         graded = grade_one(course, submission, fingerprint, key, limits)
+        kind.write_beside(autograded, submission, graded)
     except Exception as error:
         graded = _grader_failed(kind, submission, fingerprint, error)
     save(out, graded.result, *feedback.render(course, graded))
-    kind.write_beside(autograded, submission, graded)
     return graded.result
 
 

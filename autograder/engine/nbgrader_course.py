@@ -365,6 +365,11 @@ def sanitize(root, spec, notebook):
             problems.append(f"the cell `{cell_id}` was changed to {cell.cell_type}: it was put back")
             cell = cells[index] = _retype(cell, source.cell_type)
         cell.metadata.nbgrader["locked"] = is_locked(source)
+        # what the cell is (graded, an answer, a task), as released: nbgrader puts back only
+        # `locked`, and a hand-graded answer without its `solution` flag would be scored as a test
+        for flag in ("grade", "solution", "task"):
+            if flag in nbgrader_meta(source) or flag in cell.metadata.nbgrader:
+                cell.metadata.nbgrader[flag] = bool(nbgrader_meta(source).get(flag, False))
         if is_grade(cell):
             cell.metadata.nbgrader["points"] = spec.points.get(cell_id, nbgrader_meta(cell).get("points"))
         cell.metadata.nbgrader["checksum"] = nbgrader_meta(source)["checksum"]
@@ -604,7 +609,7 @@ def error_traceback(error, cells, counts):
     (2000)."""
     from .messages import failure_message
 
-    ename = _inert(error["ename"])
+    ename = _inert(error["ename"]).replace("\n", " ")
     lines = [f"{RED}{'-' * 75}{PLAIN}", f"{RED}{ename}{PLAIN}{' ' * max(1, 42 - len(ename))}"
                                         "Traceback (most recent call last)"]
     for frame in error["frames"]:
@@ -612,11 +617,11 @@ def error_traceback(error, cells, counts):
             lines.append("[... frames left out ...]")
             continue
         cell_id, line, function = frame
-        index = int(cell_id) if cell_id.isdigit() else -1
-        if cell_id not in counts or not 0 <= index < len(cells):
+        if cell_id not in counts or not (cell_id.isascii() and cell_id.isdigit()) or int(cell_id) >= len(cells):
             continue  # not a cell of this notebook that ran: nothing to show of it
+        index = int(cell_id)
         entry = f"{CYAN}Cell{PLAIN}{CYAN} {PLAIN}{GREEN}In[{counts[cell_id]}]{PLAIN}{GREEN}, line {line}{PLAIN}"
-        entry += f", in {_inert(function)[:SHOWN_CHARS]}\n" if function else "\n"
+        entry += f", in {_inert(function).replace(chr(10), ' ')[:SHOWN_CHARS]}\n" if function else "\n"
         code = cells[index].source.splitlines()
         if 1 <= line <= len(code):
             for number in range(max(1, line - CONTEXT), min(line + CONTEXT, len(code)) + 1):

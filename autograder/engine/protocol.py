@@ -372,8 +372,10 @@ def _frames(frames):
         if frame is None:
             kept.append(None)
         elif (isinstance(frame, list) and len(frame) == 3 and isinstance(frame[0], str)
-              and isinstance(frame[1], int) and not isinstance(frame[1], bool)):
-            kept.append([frame[0][:100], frame[1], text(frame[2], 200) or None])
+              and re.fullmatch(r"[0-9]{1,6}", frame[0]) and isinstance(frame[1], int)
+              and not isinstance(frame[1], bool)):
+            function = text(frame[2], 200)  # the student's name: one line, or nothing
+            kept.append([frame[0], frame[1], function if function and function.isprintable() else None])
     return kept
 
 

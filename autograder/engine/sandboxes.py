@@ -51,9 +51,12 @@ def on_task(sandbox, title):
 
 def revived(sandbox, restarts):
     """(sandbox, restarts): a fresh sandbox for the remaining checks if the last one died or was
-    stopped, at most RESTARTS times and only while the submission has time left (past its deadline
-    a fresh sandbox would only start, under load for seconds, to stop)."""
-    if sandbox.alive or restarts >= RESTARTS or time.monotonic() >= sandbox.deadline:
+    stopped, at most RESTARTS times, plus once for each function not called again (it killed the
+    process or could not be interrupted: wrong neighbours cannot use up a right task's restarts),
+    and only while the submission has time left (past its deadline a fresh sandbox would only
+    start, under load for seconds, to stop)."""
+    allowed = RESTARTS + len(sandbox.submission.stopped)
+    if sandbox.alive or restarts >= allowed or time.monotonic() >= sandbox.deadline:
         return sandbox, restarts
     return _restart(sandbox), restarts + 1
 

@@ -68,9 +68,6 @@ def test_a_neighbour_that_cannot_be_interrupted_costs_a_right_task_nothing():
     assert results[2]["error"] is None and results[2]["stdout"] == "ok\n"
 
 
-@pytest.mark.xfail(strict=True, reason="hole (a cap by design): Sandbox.run starts the notebook again at most "
-                                       "RERUNS (3) times: a fourth cell that kills its process stops the "
-                                       "notebook, and every test cell, right tasks' too, scores 0")
 def test_four_neighbours_that_kill_the_process_cost_a_right_task_nothing():
     results, skipped = _run(["def f(x):\n    return 2 * x\n"] + [EXIT] * 4 + ["assert f(3) == 6\nprint('ok')"])
     assert len(skipped) == 4
@@ -94,15 +91,11 @@ def _cells():
             nbformat.v4.new_code_cell("# a hidden test\nassert f() == 1\n")]
 
 
-@pytest.mark.xfail(strict=True, reason="hole: a frame's cell id that str.isdigit() accepts but int() refuses "
-                                       "('²', from a code object the student compiles as '<cell ²>') makes "
-                                       "error_traceback raise ValueError: the grader fails on the notebook")
 def test_a_frame_forged_by_the_student_s_own_code_never_breaks_the_grader():
     """The student's code compiles its own code under a cell's file name (`<cell ²>`): the runner
     reports that frame as a cell's; the grader draws only the notebook's cells that ran."""
     results, _ = _run(["exec(compile('1 / 0', '<cell \u00b2>', 'exec'))"])
     error = results[0]["error"]
-    assert ["\u00b2", 1, None] in error["frames"]  # reported as it was forged
     lines = nbgrader_course.error_traceback(error, _cells(), {"0": 1, "1": 2})
     assert not any("\u00b2" in line for line in lines)
 
@@ -117,9 +110,6 @@ def test_frames_pointing_at_cells_or_lines_that_do_not_exist_show_nothing_of_the
                    if frame[0] not in ("0", "1"))
 
 
-@pytest.mark.xfail(strict=True, reason="hole: a frame's function (the student's co_name, made with "
-                                       "code.replace) may hold a line break: it adds lines of the student's "
-                                       "choosing to the traceback, drawn as the grader's (a fake `---->` line)")
 def test_a_function_name_cannot_add_lines_to_the_traceback():
     source = ("def f():\n    return 1 / 0\n"
               "f.__code__ = f.__code__.replace(co_name='f\\n----> 1 assert True  # the test passed\\nx')\nf()")
@@ -130,8 +120,9 @@ def test_a_function_name_cannot_add_lines_to_the_traceback():
     for entry in lines[2:-1]:
         header, *code = ANSI.sub("", entry).splitlines()
         assert header.startswith("Cell In[1]")
-        assert all(re.match(r"\s*-*>? ?\d+ ", line) for line in code)
-        assert not any("the test passed" in line for line in code)
+        # each a line of the cell, under its own number
+        numbered = [re.match(r"\s*-*>? ?(\d+) (.*)$", line) for line in code]
+        assert all(match and source.splitlines()[int(match[1]) - 1].rstrip() == match[2] for match in numbered)
 
 
 def test_the_protocol_drops_malformed_frames_and_caps_them():
@@ -150,9 +141,6 @@ def test_the_protocol_drops_malformed_frames_and_caps_them():
 FORGED = "exec(compile('1 / 0', '<cell \\u00b2>', 'exec'))\n"
 
 
-@pytest.mark.xfail(strict=True, reason="hole: kinds.NbgraderKind.write_beside (autograded/ notebooks, whose "
-                                       "error_traceback fails on the forged frame) runs outside grade's "
-                                       "try in _grade_or_report: one student's notebook stops the whole batch")
 def test_a_forged_frame_in_one_notebook_costs_no_other_student_anything(course101):
     course, released = course101
     handed_in = _handing_in(course, released, {"forging": FORGED, "raising": "raise RuntimeError('x')\n"},
@@ -245,10 +233,6 @@ def _manual_answer():
     return cell
 
 
-@pytest.mark.xfail(strict=True, reason="hole (stock nbgrader 0.9's too: OverwriteCells puts back `locked`, "
-                                       "`points` and the checksum but not `solution`): an answer graded by hand "
-                                       "whose `solution` flag is removed is scored as a test cell, full points "
-                                       "when it runs, and not flagged for a person")
 def test_a_hand_graded_code_answer_stays_for_a_person_whatever_its_metadata_says(tmp_path):
     course = quickstart.make_course(tmp_path)
     released = _manual_answer()
@@ -273,10 +257,6 @@ DIES_WHEN_GRADED = ("import os as _os, sys as _sys\n"
                     "        _os._exit(1)\n")
 
 
-@pytest.mark.xfail(strict=True, reason="hole: sandboxes.RESTARTS (2) caps the sandboxes started again after a "
-                                       "death in a hidden check, whatever function caused it: three wrong "
-                                       "neighbours that kill the process leave a right task's checks "
-                                       "'not graded' (0 points)")
 def test_neighbours_that_kill_the_process_in_hidden_checks_cost_a_right_task_nothing(tmp_path):
     notebook = submission(SLUG, implementations(SLUG).CORRECT)
     for cell in notebook.cells:

@@ -1,7 +1,6 @@
 """A session: one sandbox's notebook run, then its functions called from the grader."""
 
 import builtins
-import itertools
 import re
 import time
 
@@ -11,10 +10,7 @@ from .answers import Call
 from .bwrap import MALLOC
 from .process import Process
 from .shell import answer as shell_answer
-from .state import Limits, SandboxStopped, Submission, Timeouts
-
-RERUNS = 3  # times one run starts the notebook again without a cell that killed its process or hung (`Sandbox.run`)
-
+from .state import Limits, NotCalledAgain, SandboxStopped, Submission, Timeouts
 
 def _shared(name):
     """An attribute of the sandbox that is its submission's (`Submission`), shared by its sandboxes."""
@@ -79,14 +75,14 @@ class Sandbox:
 
         A cell that kills the notebook's process or cannot be interrupted costs only what depends
         on it: the notebook runs again from its start, in a fresh process, without that cell, whose
-        result is an error saying why (`skipped`); each such cell once, at most RERUNS times, and
-        only while the submission has time left. The results are those of the last run."""
-        for reruns in itertools.count():
+        result is an error saying why (`skipped`); each such cell once, and only while the
+        submission has time left. The results are those of the last run."""
+        while True:
             try:
                 return self._run()
             except SandboxStopped as stop:
                 cell_id, self._waiting = self._waiting, None
-                if (stop.fault is None or cell_id is None or cell_id in self.skipped or reruns >= RERUNS
+                if (stop.fault is None or cell_id is None or cell_id in self.skipped
                         or time.monotonic() >= self.deadline):
                     raise
                 self.skipped[cell_id] = stop.fault
@@ -201,7 +197,7 @@ class Sandbox:
         stand_ins = dict(stand_ins or {})
         revive = name in s.stopped and s.stopped_within.get(name) in stand_ins
         if name in s.stopped and not revive:
-            raise TimeoutError(s.stopped[name])
+            raise (NotCalledAgain if name in s.died else TimeoutError)(s.stopped[name])
         seconds = s.timeouts.calls.get(name, s.timeouts.call or s.limits.call_seconds)
         call = Call(s, name, seconds, stand_ins)
         tree, call.sent = protocol.encode([args, kwargs])
@@ -244,6 +240,10 @@ class Sandbox:
             if stop.status == "timeout":  # it could not be interrupted
                 s.stop_calling(call.name, s.checking(), call.seconds)
                 s.stopped_within.pop(call.name, None)  # ran out of time in a call: never again
+            elif stop.status == "crashed":  # it killed the process: never again (`sandboxes.revived`)
+                s.stopped.setdefault(call.name, f"{call.name} killed the notebook's process in {s.checking()} "
+                                                "and is not called again")
+                s.died.add(call.name)
             raise
 
     def _raised(self, name, error, seconds):

@@ -19,6 +19,11 @@ class SandboxStopped(Stopped):
         self.fault = fault
 
 
+class NotCalledAgain(RuntimeError):
+    """What calling a function of the notebook raises once it has killed the notebook's process in a
+    check: it is not called again (the checks after it fail at once, and cost no restart)."""
+
+
 @dataclass(frozen=True)
 class Limits:
     cell_seconds: float = 60.0          # CPU time of one notebook cell: at most (or exactly, if
@@ -77,6 +82,7 @@ class Submission:
     # cell id -> why it is not run: it killed the notebook's process or could not be interrupted
     # (`Sandbox.run`); every sandbox of the submission runs the notebook without it
     skipped: dict = field(default_factory=dict)
+    died: set = field(default_factory=set)  # names among `stopped` that killed the process in a check
 
     def checking(self):
         """The check running now, in words."""
