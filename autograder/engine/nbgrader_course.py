@@ -617,11 +617,11 @@ def error_traceback(error, cells, counts):
             lines.append("[... frames left out ...]")
             continue
         cell_id, line, function = frame
-        if cell_id not in counts or not (cell_id.isascii() and cell_id.isdigit()) or int(cell_id) >= len(cells):
+        if cell_id not in counts:  # (its ids are the indexes of `cells`, as `executed` counts them)
             continue  # not a cell of this notebook that ran: nothing to show of it
         index = int(cell_id)
         entry = f"{CYAN}Cell{PLAIN}{CYAN} {PLAIN}{GREEN}In[{counts[cell_id]}]{PLAIN}{GREEN}, line {line}{PLAIN}"
-        entry += f", in {_inert(function).replace(chr(10), ' ')[:SHOWN_CHARS]}\n" if function else "\n"
+        entry += f", in {_inert(function)[:SHOWN_CHARS]}\n" if function else "\n"  # one line (`protocol`)
         code = cells[index].source.splitlines()
         if 1 <= line <= len(code):
             for number in range(max(1, line - CONTEXT), min(line + CONTEXT, len(code)) + 1):

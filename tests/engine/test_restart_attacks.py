@@ -15,6 +15,7 @@ import nbformat
 import pytest
 
 from autograder.engine import grade, nbgrader_course, protocol
+from autograder.engine.assignment import grade_id
 from autograder.engine.collect import Submission
 from autograder.engine.sandbox import Limits, Sandbox
 from autograder.samples import nbgrader_quickstart as quickstart
@@ -260,8 +261,7 @@ DIES_WHEN_GRADED = ("import os as _os, sys as _sys\n"
 def test_neighbours_that_kill_the_process_in_hidden_checks_cost_a_right_task_nothing(tmp_path):
     notebook = submission(SLUG, implementations(SLUG).CORRECT)
     for cell in notebook.cells:
-        task = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if task in ("softmax", "causal_mask", "padding_mask"):
+        if grade_id(cell) in ("softmax", "causal_mask", "padding_mask"):
             head, _, body = cell.source.partition(":\n")
             cell.source = DIES_WHEN_GRADED + head + ":\n    _graded()\n" + body
     path = write(tmp_path, "s1", notebook)

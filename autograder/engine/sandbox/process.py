@@ -23,6 +23,7 @@ NAMESPACES_SECONDS = 30.0  # at most, for bubblewrap to make the sandbox (as an 
 
 GRACE = 5.0  # seconds the grader waits beyond the runner's own alarm before killing it
 BWRAP_ENVIRONMENT = {"PATH": "/usr/bin:/bin"}
+REFUSED = seccomp.program()  # the notebook's seccomp filter (None: no filter on this machine)
 
 
 def _file_of(data):
@@ -52,9 +53,8 @@ class Process:
             # run as a module, from its bytecode; without `site`, whose .pth files would import the
             # course's editable finder (our own code, unsandboxed, needs it): the packages' folders
             options, prefix = bwrap_arguments(runner, s.uid, s.limits, s.files, self.environment, s.hidden)
-            refused = seccomp.program()
-            if refused:  # applied to the notebook's process
-                passed.append(_file_of(refused))
+            if REFUSED:  # applied to the notebook's process
+                passed.append(_file_of(REFUSED))
                 options[:0] = ["--seccomp", str(passed[-1])]
             # read from a file, not the command line, which the notebook could read in /proc (the
             # machine's paths of the files bound in its folder)

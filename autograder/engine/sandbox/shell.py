@@ -71,10 +71,8 @@ def _command(process, argv, cwd, env, seconds, cell_seconds):
              "/bin/sh", "-c", 'cd -- "$0" && exec "$@"', cwd, *argv]
     unshare = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--net", "--ipc", "--uts", "--"]
     if os.geteuid() == 0:  # bubblewrap's first process is root's: the notebook cannot move it
-        pid = process.popen.pid
-        try:
-            first = int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
-        except (OSError, IndexError, ValueError):
+        first = next(iter(children(process.popen.pid)), None)
+        if first is None:
             return None
         return ["nsenter", f"--target={first}", "--mount", "--", *unshare, *prlimit,
                 "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
@@ -115,19 +113,14 @@ def namespaces(popen, deadline):
     namespace and the user namespace of its processes, those of bubblewrap's first process once
     it has started the runner (every mount made), waiting for it until `deadline` (monotonic);
     opened before the notebook runs, as that process is the user's and a notebook could make it
-    move to namespaces of its own (ptrace); that process gets FIRST_LIMITS. None if the sandbox ended first; Unavailable if it is
-    made without user namespaces of its own (bubblewrap installed setuid): its mounts are then
-    not ours to enter."""
-    first, pid = None, popen.pid
+    move to namespaces of its own (ptrace); that process gets FIRST_LIMITS. None if the sandbox
+    ended first; Unavailable if it is made without user namespaces of its own (bubblewrap
+    installed setuid): its mounts are then not ours to enter."""
+    first = None
     while time.monotonic() < deadline and popen.poll() is None:
-        try:
-            first = first or int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
-            if Path(f"/proc/{first}/task/{first}/children").read_text().split():
-                break
-        except (IndexError, ValueError):
-            pass
-        except OSError:
-            return None
+        first = first or next(iter(children(popen.pid)), None)
+        if first is not None and children(first):
+            break
         time.sleep(0.001)
     else:
         return None
